@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/urfave/cli/v2"
+
+	"github.com/statefs/statefs/fs"
+	"github.com/statefs/statefs/store"
+)
+
+func mountCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "mount",
+		Usage:     "serve the store at MOUNTPOINT in the foreground until SIGTERM, SIGINT or umount",
+		ArgsUsage: "MOUNTPOINT",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "store", Usage: "the store `DIR` on the persistent disk (created if missing)", Required: true},
+			&cli.BoolFlag{Name: "allow-other", Usage: "let users other than the mounting one use the mount"},
+			&cli.DurationFlag{Name: "seal-delay", Value: 2 * time.Second, Usage: "how long a closed file waits before it is sealed into chunks"},
+			&cli.BoolFlag{Name: "passthrough", Value: true, Usage: "let the kernel read and write open files directly (FUSE passthrough)"},
+			&cli.IntFlag{Name: "sealers", Value: 1, Usage: "files sealed at once"},
+			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
+		},
+		OnUsageError: usageError,
+		Action:       runMount,
+	}
+}
+
+func runMount(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("%w: mount takes exactly one MOUNTPOINT, got %d arguments", errUsage, c.NArg())
+	}
+	if c.Duration("seal-delay") < 0 {
+		return fmt.Errorf("%w: --seal-delay must not be negative", errUsage)
+	}
+	mnt, err := filepath.Abs(c.Args().First())
+	if err != nil {
+		return err
+	}
+	if err := checkMountpoint(mnt); err != nil {
+		return err
+	}
+	s, pending, err := store.Open(c.String("store"))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	fsys, root := fs.New(s, fs.Options{
+		SealDelay:   c.Duration("seal-delay"),
+		Passthrough: c.Bool("passthrough"),
+		Sealers:     c.Int("sealers"),
+	}, pending)
+	server, err := gofs.Mount(mnt, root, fs.MountOptions(c.Bool("allow-other"), c.Bool("debug")))
+	if err != nil {
+		fsys.Shutdown()
+		return fmt.Errorf("mounting %s: %w", mnt, err)
+	}
+	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(pending))
+
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		sig := <-signals
+		slog.Info("unmounting", "signal", sig.String())
+		if err := server.Unmount(); err != nil {
+			slog.Error("unmount failed; retrying lazily", "err", err)
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	}()
+	server.Wait()
+	fsys.Shutdown()
+	slog.Info("unmounted", "mountpoint", mnt)
+	return nil
+}
+
+// checkMountpoint refuses a mountpoint that is missing, not a directory,
+// or not empty, before anything is touched.
+func checkMountpoint(mnt string) error {
+	st, err := os.Stat(mnt)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("mountpoint %s does not exist", mnt)
+	}
+	if err != nil {
+		return fmt.Errorf("mountpoint: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("mountpoint %s is not a directory", mnt)
+	}
+	f, err := os.Open(mnt)
+	if err != nil {
+		return fmt.Errorf("mountpoint: %w", err)
+	}
+	defer f.Close()
+	if names, _ := f.Readdirnames(1); len(names) > 0 {
+		return fmt.Errorf("mountpoint %s is not empty", mnt)
+	}
+	return nil
+}

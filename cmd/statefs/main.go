@@ -1,0 +1,49 @@
+// Command statefs is the one binary of statefs: the FUSE daemon and the
+// tools that work on its store.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	app := &cli.App{
+		Name:    "statefs",
+		Usage:   "a persistent, deduplicating local-state filesystem for stream processors",
+		Version: version,
+		Commands: []*cli.Command{
+			mountCommand(),
+		},
+		OnUsageError: usageError,
+		// Errors are printed once, by main, as one line.
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "statefs:", oneLine(err))
+		os.Exit(1)
+	}
+}
+
+// usageError turns urfave/cli's complaint about flags into one plain line
+// instead of the help page.
+func usageError(c *cli.Context, err error, isSubcommand bool) error {
+	return fmt.Errorf("%w (see 'statefs %s --help')", err, c.Command.Name)
+}
+
+// oneLine keeps an error message on one line.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// errUsage marks a mistake in the command line.
+var errUsage = errors.New("usage")

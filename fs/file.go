@@ -1,0 +1,58 @@
+package fs
+
+import (
+	"os"
+	"sync"
+
+	"github.com/statefs/statefs/manifest"
+)
+
+// file is the open state of one inode: the handles open on it, its open
+// staging file, and the generation of its content, which moves on every
+// change that could reach the content so that a seal started before the
+// change is not committed.
+type file struct {
+	ino  uint64
+	refs int // acquire calls not yet released; guarded by FS.mu
+	mu   sync.RWMutex
+
+	opens    int      // open handles
+	cached   int      // handles opened on sealed content, served via the page cache
+	staging  *os.File // the staging file while handles are open on it
+	sealed   *manifest.Manifest
+	gen     uint64
+	warm    bool // the kernel's page cache holds the current sealed content
+}
+
+// acquire returns the state of inode ino, creating it, and holds it in the
+// map until the matching release. Open handles and scheduled seals each
+// hold one acquisition, and so does a running seal. Lock order: FS.mu is never taken while a file's mu
+// is held.
+func (f *FS) acquire(ino uint64) *file {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.files[ino]
+	if !ok {
+		st = &file{ino: ino}
+		f.files[ino] = st
+	}
+	st.refs++
+	return st
+}
+
+// release ends one acquisition of st.
+func (f *FS) release(st *file) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st.refs--
+	if st.refs == 0 {
+		delete(f.files, st.ino)
+	}
+}
+
+// lookupFile returns the state of inode ino if it has one.
+func (f *FS) lookupFile(ino uint64) *file {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.files[ino]
+}

@@ -1,0 +1,154 @@
+// Package fs is the FUSE node tree of statefs, built on go-fuse's fs
+// package: one node type for every kind of inode, whose methods translate
+// kernel operations into index transactions and store calls. It holds no
+// storage logic of its own.
+//
+// The hard parts, explained once:
+//
+//   - Content lives in one of two places. A file that is open for writing,
+//     or closed but not yet sealed, is a plain staging file in the store; it
+//     is served through FUSE passthrough where the kernel offers it, so a
+//     live RocksDB reads and writes it at the speed of the disk. A sealed
+//     file is a manifest of verified chunks, read through the daemon and
+//     kept by the kernel's page cache (it is immutable).
+//   - The kernel lets an inode be open either through passthrough or
+//     through the page cache, never both at once. A staging file is opened
+//     through passthrough unless handles reading sealed content are still
+//     open on the inode; those then see the staging file through the daemon.
+//   - Sealing runs in the background once a file has been closed for the
+//     seal delay, and commits only if nobody opened or changed the file in
+//     the meantime (file.gen), so close() never waits for it.
+//   - Per-inode open state (file) lives in a map keyed by inode number, not
+//     in the go-fuse node, because the kernel may forget a node while a seal
+//     of its inode is still running.
+package fs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/store"
+)
+
+// Options are the behaviours a mount can tune.
+type Options struct {
+	// SealDelay is how long a file stays closed before it is sealed.
+	SealDelay time.Duration
+	// Passthrough lets the kernel read and write staging files directly.
+	Passthrough bool
+	// Sealers bounds how many files are sealed at once.
+	Sealers int
+}
+
+// FS is the state one mount shares between its nodes.
+type FS struct {
+	store *store.Store
+	opts  Options
+
+	mu    sync.Mutex
+	files map[uint64]*file
+
+	sealMu     sync.Mutex
+	sealTimers map[uint64]*time.Timer
+	sealers    chan struct{}
+	sealing    sync.WaitGroup
+	closed     atomic.Bool
+}
+
+// New makes the filesystem over an open store and returns its root node.
+// pending lists the inodes whose staging content waits to be sealed.
+func New(s *store.Store, opts Options, pending []uint64) (*FS, gofs.InodeEmbedder) {
+	if opts.Sealers <= 0 {
+		opts.Sealers = 1
+	}
+	f := &FS{store: s, opts: opts, files: map[uint64]*file{},
+		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
+	for _, ino := range pending {
+		f.scheduleSeal(ino)
+	}
+	return f, &node{fs: f}
+}
+
+// Shutdown stops scheduling seals and waits for the ones running. Content
+// left in staging is sealed after the next mount.
+func (f *FS) Shutdown() {
+	f.sealMu.Lock()
+	f.closed.Store(true)
+	for _, t := range f.sealTimers {
+		if t.Stop() {
+			f.sealing.Done()
+		}
+	}
+	f.sealMu.Unlock()
+	f.sealing.Wait()
+}
+
+// MountOptions are the go-fuse options statefs mounts with.
+func MountOptions(allowOther bool, debug bool) *gofs.Options {
+	timeout := time.Second
+	return &gofs.Options{
+		MountOptions: fuse.MountOptions{
+			AllowOther:        allowOther,
+			FsName:            "statefs",
+			Name:              "statefs",
+			DirectMountStrict: true,
+			// The kernel checks permissions from the modes we report.
+			Options:      []string{"default_permissions"},
+			MaxWrite:     1 << 20,
+			MaxReadAhead: 1 << 20,
+			Debug:        debug,
+		},
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		RootStableAttr:  &gofs.StableAttr{Ino: index.RootIno},
+		NullPermissions: true,
+	}
+}
+
+// errno maps an error from the layers below to the errno the caller gets
+// (DESIGN invariant 7). Anything unexpected is logged and becomes EIO.
+func errno(err error) syscall.Errno {
+	var e syscall.Errno
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, index.ErrNotFound):
+		return syscall.ENOENT
+	case errors.Is(err, index.ErrExists):
+		return syscall.EEXIST
+	case errors.Is(err, index.ErrNotEmpty):
+		return syscall.ENOTEMPTY
+	case errors.Is(err, index.ErrNotDir):
+		return syscall.ENOTDIR
+	case errors.Is(err, index.ErrIsDir):
+		return syscall.EISDIR
+	case errors.Is(err, index.ErrInvalid):
+		return syscall.EINVAL
+	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, cas.ErrNotFound), errors.Is(err, manifest.ErrCorrupt):
+		return syscall.EIO
+	}
+	slog.Error("unexpected error", "err", err)
+	return syscall.EIO
+}
+
+// caller is the uid and gid of the process behind a request.
+func caller(ctx context.Context) (uint32, uint32) {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return c.Uid, c.Gid
+	}
+	return 0, 0
+}

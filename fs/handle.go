@@ -1,0 +1,324 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/manifest"
+)
+
+// handle is one open file description. On staging content it reads and
+// writes the staging file (or lets the kernel do it, with passthrough); on
+// sealed content it reads verified chunks.
+type handle struct {
+	fs          *FS
+	st          *file
+	staging     *os.File // nil for a handle on sealed content
+	passthrough bool
+}
+
+var (
+	_ = (gofs.FileReader)((*handle)(nil))
+	_ = (gofs.FileWriter)((*handle)(nil))
+	_ = (gofs.FilePassthroughFder)((*handle)(nil))
+	_ = (gofs.FileFsyncer)((*handle)(nil))
+	_ = (gofs.FileFlusher)((*handle)(nil))
+	_ = (gofs.FileReleaser)((*handle)(nil))
+	_ = (gofs.FileAllocater)((*handle)(nil))
+)
+
+func writable(flags uint32) bool { return flags&syscall.O_ACCMODE != syscall.O_RDONLY }
+
+func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, 0, syscall.EINVAL
+	}
+	st := n.fs.acquire(n.ino())
+	h, fuseFlags, err := n.fs.open(st, flags)
+	if err != nil {
+		n.fs.release(st)
+		return nil, 0, errno(err)
+	}
+	return h, fuseFlags, 0
+}
+
+// open makes a handle on st's inode. A writer, or any opener of staging
+// content, gets the staging file; a reader of sealed content gets the
+// manifest, and the kernel keeps its page cache unless the content changed
+// since it was filled.
+func (f *FS) open(st *file, flags uint32) (*handle, uint32, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var rec *index.Inode
+	err := f.store.Index.View(func(tx *index.Tx) (err error) {
+		rec, err = tx.Inode(st.ino)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if writable(flags) || rec.Staging != 0 {
+		trunc := writable(flags) && flags&syscall.O_TRUNC != 0
+		if err := f.openStaging(st, rec, trunc); err != nil {
+			return nil, 0, err
+		}
+		if writable(flags) {
+			st.gen++
+		}
+		st.opens++
+		return &handle{fs: f, st: st, staging: st.staging, passthrough: f.opts.Passthrough && st.cached == 0}, 0, nil
+	}
+	if st.sealed == nil {
+		if st.sealed, err = f.manifest(rec.Ino); err != nil {
+			return nil, 0, err
+		}
+	}
+	var fuseFlags uint32
+	if st.warm {
+		fuseFlags = fuse.FOPEN_KEEP_CACHE
+	}
+	st.warm = true
+	st.opens++
+	st.cached++
+	return &handle{fs: f, st: st}, fuseFlags, nil
+}
+
+func (f *FS) manifest(ino uint64) (*manifest.Manifest, error) {
+	var m *manifest.Manifest
+	err := f.store.Index.View(func(tx *index.Tx) (err error) {
+		m, err = tx.Manifest(ino)
+		return err
+	})
+	return m, err
+}
+
+// openStaging makes st's inode content a staging file that is open in
+// st.staging: the existing one, a new empty one (trunc), or a copy of the
+// sealed content. Called with st.mu held.
+func (f *FS) openStaging(st *file, rec *index.Inode, trunc bool) error {
+	if rec.Staging != 0 {
+		if st.staging == nil {
+			sf, err := f.store.OpenStaging(rec.Staging)
+			if err != nil {
+				return err
+			}
+			st.staging = sf
+		}
+		if trunc {
+			st.gen++
+			return st.staging.Truncate(0)
+		}
+		return nil
+	}
+	var id uint64
+	var sf *os.File
+	var err error
+	if trunc || rec.Size == 0 {
+		id, sf, err = f.store.NewStaging()
+	} else {
+		id, sf, err = f.store.Materialize(rec, rec.Size)
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.setStaging(rec.Ino, id); err != nil {
+		sf.Close()
+		f.store.RemoveStaging(id)
+		return err
+	}
+	st.staging, st.sealed, st.warm = sf, nil, false
+	st.gen++
+	return nil
+}
+
+// setStaging makes staging file id the content of inode ino in the index.
+func (f *FS) setStaging(ino, id uint64) error {
+	var old uint64
+	err := f.store.Index.Update(func(tx *index.Tx) error {
+		rec, err := tx.Inode(ino)
+		if err != nil {
+			return err
+		}
+		old, err = tx.SetStaging(rec, id)
+		return err
+	})
+	if err == nil {
+		f.store.RemoveStaging(old)
+	}
+	return err
+}
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	if e := checkName(name); e != 0 {
+		return nil, nil, 0, e
+	}
+	rec, err := n.newInode(ctx, syscall.S_IFREG|mode&07777)
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	id, sf, err := n.fs.store.NewStaging()
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	err = n.create(name, rec, func(tx *index.Tx) error {
+		_, err := tx.SetStaging(rec, id)
+		return err
+	})
+	if err != nil {
+		sf.Close()
+		n.fs.store.RemoveStaging(id)
+		return nil, nil, 0, errno(err)
+	}
+	st := n.fs.acquire(rec.Ino)
+	st.mu.Lock()
+	st.staging = sf
+	st.opens++
+	st.gen++
+	h := &handle{fs: n.fs, st: st, staging: sf, passthrough: n.fs.opts.Passthrough}
+	st.mu.Unlock()
+	return n.newChild(ctx, rec, out), h, 0, 0
+}
+
+func (h *handle) PassthroughFd() (int, bool) {
+	if !h.passthrough {
+		return 0, false
+	}
+	return int(h.staging.Fd()), true
+}
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.st.mu.RLock()
+	defer h.st.mu.RUnlock()
+	// A handle opened on sealed content reads the staging file once a writer
+	// has made one: it must see the writer's bytes.
+	if sf := h.st.staging; sf != nil {
+		n, err := sf.ReadAt(dest, off)
+		if err != nil && n == 0 && !isEOF(err) {
+			return nil, errno(err)
+		}
+		return fuse.ReadResultData(dest[:n]), 0
+	}
+	n, err := h.fs.store.ReadAt(h.st.ino, h.st.sealed, dest, off)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if h.staging == nil {
+		return 0, syscall.EBADF
+	}
+	n, err := h.staging.WriteAt(data, off)
+	if err != nil {
+		return uint32(n), errno(err)
+	}
+	return uint32(n), 0
+}
+
+// Fsync makes the file's content and every committed index change durable
+// (DESIGN invariant 1).
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if h.staging != nil {
+		var err error
+		if flags&fsyncDataOnly != 0 {
+			err = unix.Fdatasync(int(h.staging.Fd()))
+		} else {
+			err = h.staging.Sync()
+		}
+		if err != nil {
+			return errno(err)
+		}
+	}
+	return errno(h.fs.store.Sync())
+}
+
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
+
+func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	if h.staging == nil {
+		return syscall.EBADF
+	}
+	return errno(unix.Fallocate(int(h.staging.Fd()), mode, int64(off), int64(size)))
+}
+
+// Release closes the handle. The last one closes the staging file and
+// schedules the seal, or reaps an inode that lost its last name.
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	st := h.st
+	st.mu.Lock()
+	st.opens--
+	if h.staging == nil {
+		st.cached--
+	}
+	if st.opens == 0 && st.staging != nil {
+		st.staging.Close()
+		st.staging = nil
+	}
+	last := st.opens == 0
+	st.mu.Unlock()
+	if last {
+		h.fs.afterLastClose(st.ino)
+	}
+	h.fs.release(st)
+	return 0
+}
+
+// afterLastClose reaps an inode that has no name left, or schedules the
+// seal of one whose content is in staging.
+func (f *FS) afterLastClose(ino uint64) {
+	var rec *index.Inode
+	err := f.store.Index.View(func(tx *index.Tx) (err error) {
+		rec, err = tx.Inode(ino)
+		return err
+	})
+	if err != nil {
+		return
+	}
+	if rec.Nlink == 0 {
+		f.reapIfUnused(rec)
+		return
+	}
+	if rec.Staging != 0 {
+		f.scheduleSeal(ino)
+	}
+}
+
+// reapIfUnused deletes an inode that lost its last name, unless a handle
+// still has it open; the last Release reaps it then.
+func (f *FS) reapIfUnused(rec *index.Inode) {
+	if rec == nil || rec.Nlink > 0 {
+		return
+	}
+	st := f.acquire(rec.Ino)
+	defer f.release(st)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.opens > 0 {
+		return
+	}
+	var staging uint64
+	err := f.store.Index.Update(func(tx *index.Tx) (err error) {
+		staging, err = tx.Reap(rec.Ino)
+		return err
+	})
+	if err != nil {
+		errno(err)
+		return
+	}
+	st.gen++
+	f.store.RemoveStaging(staging)
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+// fsyncDataOnly is FUSE_FSYNC_FDATASYNC: the caller asked for fdatasync.
+const fsyncDataOnly = 1

@@ -1,0 +1,359 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/statefs/statefs/index"
+)
+
+// node is every inode of the tree: directory, file or symlink. Its identity
+// is the inode number in the index; all its state lives there or, while it
+// is open, in the FS's file map.
+type node struct {
+	gofs.Inode
+	fs *FS
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*node)(nil))
+	_ = (gofs.NodeGetattrer)((*node)(nil))
+	_ = (gofs.NodeSetattrer)((*node)(nil))
+	_ = (gofs.NodeMkdirer)((*node)(nil))
+	_ = (gofs.NodeMknoder)((*node)(nil))
+	_ = (gofs.NodeCreater)((*node)(nil))
+	_ = (gofs.NodeOpener)((*node)(nil))
+	_ = (gofs.NodeSymlinker)((*node)(nil))
+	_ = (gofs.NodeReadlinker)((*node)(nil))
+	_ = (gofs.NodeLinker)((*node)(nil))
+	_ = (gofs.NodeUnlinker)((*node)(nil))
+	_ = (gofs.NodeRmdirer)((*node)(nil))
+	_ = (gofs.NodeRenamer)((*node)(nil))
+	_ = (gofs.NodeReaddirer)((*node)(nil))
+	_ = (gofs.NodeStatfser)((*node)(nil))
+	_ = (gofs.NodeOnAdder)((*node)(nil))
+)
+
+// nameMax is the longest name a directory entry may have.
+const nameMax = 255
+
+func (n *node) ino() uint64 { return n.StableAttr().Ino }
+
+func checkName(name string) syscall.Errno {
+	if len(name) > nameMax {
+		return syscall.ENAMETOOLONG
+	}
+	return 0
+}
+
+// inode reads this node's inode record.
+func (n *node) inode() (*index.Inode, error) {
+	var rec *index.Inode
+	err := n.fs.store.Index.View(func(tx *index.Tx) (err error) {
+		rec, err = tx.Inode(n.ino())
+		return err
+	})
+	return rec, err
+}
+
+// newChild returns the go-fuse inode for rec, creating its node if the
+// kernel does not know it yet, and fills out with its attributes.
+func (n *node) newChild(ctx context.Context, rec *index.Inode, out *fuse.EntryOut) *gofs.Inode {
+	n.fs.fillAttr(rec, &out.Attr)
+	return n.NewInode(ctx, &node{fs: n.fs}, gofs.StableAttr{Mode: rec.Mode & syscall.S_IFMT, Ino: rec.Ino})
+}
+
+// OnAdd hangs the read-only .statefs directory under the root.
+func (n *node) OnAdd(ctx context.Context) {
+	if n.ino() == index.RootIno {
+		n.AddChild(statusDirName, n.fs.newStatusDir(ctx, &n.Inode), true)
+	}
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if e := checkName(name); e != 0 {
+		return nil, e
+	}
+	if n.ino() == index.RootIno && name == statusDirName {
+		ch := n.GetChild(statusDirName)
+		statusDirAttr(&out.Attr)
+		return ch, 0
+	}
+	var rec *index.Inode
+	err := n.fs.store.Index.View(func(tx *index.Tx) error {
+		d, err := tx.Lookup(n.ino(), name)
+		if err != nil {
+			return err
+		}
+		rec, err = tx.Inode(d.Ino)
+		return err
+	})
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, rec, out), 0
+}
+
+func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	rec, err := n.inode()
+	if err != nil {
+		return errno(err)
+	}
+	n.fs.fillAttr(rec, &out.Attr)
+	return 0
+}
+
+// newInode builds the record of an inode created now by the caller of ctx
+// in directory parent: owner from the caller, group from the caller or, if
+// parent is setgid, from parent (and a new directory stays setgid). The mode
+// is used as given: the kernel already applied the caller's umask (DESIGN
+// invariant 6).
+func (n *node) newInode(ctx context.Context, mode uint32) (*index.Inode, error) {
+	ino, err := n.fs.store.Index.NewIno()
+	if err != nil {
+		return nil, err
+	}
+	uid, gid := caller(ctx)
+	parent, err := n.inode()
+	if err != nil {
+		return nil, err
+	}
+	if parent.Mode&syscall.S_ISGID != 0 {
+		gid = parent.Gid
+		if mode&syscall.S_IFMT == syscall.S_IFDIR {
+			mode |= syscall.S_ISGID
+		}
+	}
+	now := index.Now()
+	return &index.Inode{Ino: ino, Mode: mode, Uid: uid, Gid: gid, Atime: now, Mtime: now, Ctime: now}, nil
+}
+
+// create adds rec under name in this directory in one transaction, with
+// extra run inside it.
+func (n *node) create(name string, rec *index.Inode, extra func(*index.Tx) error) error {
+	return n.fs.store.Index.Update(func(tx *index.Tx) error {
+		if err := tx.Create(n.ino(), name, rec); err != nil {
+			return err
+		}
+		if extra != nil {
+			return extra(tx)
+		}
+		return nil
+	})
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if e := checkName(name); e != 0 {
+		return nil, e
+	}
+	rec, err := n.newInode(ctx, syscall.S_IFDIR|mode&07777)
+	if err == nil {
+		err = n.create(name, rec, nil)
+	}
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, rec, out), 0
+}
+
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if e := checkName(name); e != 0 {
+		return nil, e
+	}
+	if mode&syscall.S_IFMT == syscall.S_IFDIR || mode&syscall.S_IFMT == syscall.S_IFLNK {
+		return nil, syscall.EINVAL
+	}
+	rec, err := n.newInode(ctx, mode)
+	if err == nil {
+		rec.Rdev = dev
+		err = n.create(name, rec, nil)
+	}
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, rec, out), 0
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if e := checkName(name); e != 0 {
+		return nil, e
+	}
+	rec, err := n.newInode(ctx, syscall.S_IFLNK|0o777)
+	if err == nil {
+		rec.Target = target
+		rec.Size = uint64(len(target))
+		err = n.create(name, rec, nil)
+	}
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, rec, out), 0
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	rec, err := n.inode()
+	if err != nil {
+		return nil, errno(err)
+	}
+	if rec.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+		return nil, syscall.EINVAL
+	}
+	return []byte(rec.Target), 0
+}
+
+func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if e := checkName(name); e != 0 {
+		return nil, e
+	}
+	t, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EPERM
+	}
+	var rec *index.Inode
+	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
+		rec, err = tx.Link(n.ino(), name, t.ino())
+		return err
+	})
+	if errors.Is(err, index.ErrIsDir) {
+		return nil, syscall.EPERM
+	}
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, rec, out), 0
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	if e := checkName(name); e != 0 {
+		return e
+	}
+	if n.ino() == index.RootIno && name == statusDirName {
+		return syscall.EPERM
+	}
+	var victim *index.Inode
+	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
+		victim, err = tx.Unlink(n.ino(), name)
+		return err
+	})
+	if err != nil {
+		return errno(err)
+	}
+	n.fs.reapIfUnused(victim)
+	return 0
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if e := checkName(name); e != 0 {
+		return e
+	}
+	if n.ino() == index.RootIno && name == statusDirName {
+		return syscall.EPERM
+	}
+	err := n.fs.store.Index.Update(func(tx *index.Tx) error {
+		return tx.Rmdir(n.ino(), name)
+	})
+	return errno(err)
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if e := checkName(newName); e != 0 {
+		return e
+	}
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	if (n.ino() == index.RootIno && name == statusDirName) || (np.ino() == index.RootIno && newName == statusDirName) {
+		return syscall.EPERM
+	}
+	var victim *index.Inode
+	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
+		victim, err = tx.Rename(n.ino(), name, np.ino(), newName, flags)
+		return err
+	})
+	if err != nil {
+		return errno(err)
+	}
+	n.fs.reapIfUnused(victim)
+	return 0
+}
+
+func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	var entries []fuse.DirEntry
+	err := n.fs.store.Index.View(func(tx *index.Tx) error {
+		rec, err := tx.Inode(n.ino())
+		if err != nil {
+			return err
+		}
+		entries = append(entries,
+			fuse.DirEntry{Name: ".", Ino: rec.Ino, Mode: syscall.S_IFDIR},
+			fuse.DirEntry{Name: "..", Ino: rec.Parent, Mode: syscall.S_IFDIR})
+		if rec.Ino == index.RootIno {
+			entries = append(entries, fuse.DirEntry{Name: statusDirName, Ino: statusDirIno, Mode: syscall.S_IFDIR})
+		}
+		return tx.ReadDir(n.ino(), func(d index.Dirent) bool {
+			entries = append(entries, fuse.DirEntry{Name: d.Name, Ino: d.Ino, Mode: d.Mode})
+			return true
+		})
+	})
+	if err != nil {
+		return nil, errno(err)
+	}
+	return gofs.NewListDirStream(entries), 0
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	st, err := n.fs.store.Statfs()
+	if err != nil {
+		return errno(err)
+	}
+	out.Blocks, out.Bfree, out.Bavail = st.Blocks, st.Bfree, st.Bavail
+	out.Files, out.Ffree = st.Files, st.Ffree
+	out.Bsize, out.Frsize = uint32(st.Bsize), uint32(st.Frsize)
+	out.NameLen = nameMax
+	return 0
+}
+
+// fillAttr turns an inode record into the attributes the kernel gets. A
+// file whose content is in staging takes size, blocks and times from its
+// staging file, which the kernel may have written directly.
+func (f *FS) fillAttr(rec *index.Inode, a *fuse.Attr) {
+	a.Ino = rec.Ino
+	a.Mode = rec.Mode
+	a.Nlink = rec.Nlink
+	a.Uid, a.Gid = rec.Uid, rec.Gid
+	a.Rdev = rec.Rdev
+	a.Size = rec.Size
+	a.Blocks = (rec.Size + 511) / 512
+	a.Blksize = 4096
+	atime, mtime, ctime := rec.Atime, rec.Mtime, rec.Ctime
+	if rec.Staging != 0 {
+		var st unix.Stat_t
+		if err := f.statStaging(rec, &st); err == nil {
+			a.Size, a.Blocks = uint64(st.Size), uint64(st.Blocks)
+			atime, mtime = st.Atim.Nano(), st.Mtim.Nano()
+			ctime = max(ctime, st.Ctim.Nano())
+		}
+	}
+	a.Atime, a.Atimensec = uint64(atime/1e9), uint32(atime%1e9)
+	a.Mtime, a.Mtimensec = uint64(mtime/1e9), uint32(mtime%1e9)
+	a.Ctime, a.Ctimensec = uint64(ctime/1e9), uint32(ctime%1e9)
+}
+
+// statStaging stats the staging file of rec, through its open descriptor
+// when the file is open.
+func (f *FS) statStaging(rec *index.Inode, st *unix.Stat_t) error {
+	if of := f.lookupFile(rec.Ino); of != nil {
+		of.mu.RLock()
+		defer of.mu.RUnlock()
+		if of.staging != nil {
+			return unix.Fstat(int(of.staging.Fd()), st)
+		}
+	}
+	return unix.Stat(f.store.StagingPath(rec.Staging), st)
+}

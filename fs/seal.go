@@ -1,0 +1,78 @@
+package fs
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/statefs/statefs/index"
+)
+
+// scheduleSeal seals inode ino once it has stayed closed for the seal
+// delay; a later call restarts the wait.
+func (f *FS) scheduleSeal(ino uint64) {
+	f.sealMu.Lock()
+	defer f.sealMu.Unlock()
+	if f.closed.Load() {
+		return
+	}
+	if t, ok := f.sealTimers[ino]; ok && t.Stop() {
+		t.Reset(f.opts.SealDelay)
+		return
+	}
+	// Each armed timer counts once in f.sealing; seal or Shutdown ends it.
+	f.sealing.Add(1)
+	var t *time.Timer
+	t = time.AfterFunc(f.opts.SealDelay, func() { f.seal(ino, t) })
+	f.sealTimers[ino] = t
+}
+
+// seal seals inode ino if it is still closed, and commits the result only
+// if nothing opened or changed the file while the chunks were written.
+func (f *FS) seal(ino uint64, t *time.Timer) {
+	defer f.sealing.Done()
+	f.sealMu.Lock()
+	if f.sealTimers[ino] == t {
+		delete(f.sealTimers, ino)
+	}
+	closed := f.closed.Load()
+	f.sealMu.Unlock()
+	if closed {
+		return
+	}
+	f.sealers <- struct{}{}
+	defer func() { <-f.sealers }()
+
+	st := f.acquire(ino)
+	defer f.release(st)
+	st.mu.RLock()
+	busy, gen := st.opens > 0, st.gen
+	st.mu.RUnlock()
+	if busy {
+		return // the last release schedules a new seal
+	}
+	start := time.Now()
+	x, err := f.store.Seal(ino)
+	if err != nil {
+		slog.Error("sealing failed; the file stays in staging", "inode", ino, "err", err)
+		return
+	}
+	if x == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.opens > 0 || st.gen != gen {
+		return
+	}
+	err = f.store.CommitSeal(x)
+	switch {
+	case errors.Is(err, index.ErrStale), errors.Is(err, index.ErrNotFound):
+	case err != nil:
+		slog.Error("committing seal failed; the file stays in staging", "inode", ino, "err", err)
+	default:
+		st.sealed = nil
+		slog.Debug("sealed", "inode", ino, "bytes", x.Manifest.Size, "extents", len(x.Manifest.Extents),
+			"stored", x.Stored, "took", time.Since(start))
+	}
+}

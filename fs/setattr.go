@@ -1,0 +1,133 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/statefs/statefs/index"
+)
+
+func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	st := n.fs.acquire(n.ino())
+	defer n.fs.release(st)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if size, ok := in.GetSize(); ok {
+		if err := n.fs.truncate(st, size); err != nil {
+			return errno(err)
+		}
+	}
+	var rec *index.Inode
+	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
+		if rec, err = tx.Inode(n.ino()); err != nil {
+			return err
+		}
+		applyAttr(rec, in)
+		return tx.PutInode(rec)
+	})
+	if err != nil {
+		return errno(err)
+	}
+	if rec.Staging != 0 && in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
+		// The staging file's times are the file's times until it is sealed.
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		if in.Valid&fuse.FATTR_ATIME != 0 {
+			ts[0] = unix.NsecToTimespec(rec.Atime)
+		}
+		if in.Valid&fuse.FATTR_MTIME != 0 {
+			ts[1] = unix.NsecToTimespec(rec.Mtime)
+		}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, n.fs.store.StagingPath(rec.Staging), ts, 0); err != nil {
+			return errno(err)
+		}
+		st.gen++
+	}
+	n.fs.fillAttr(rec, &out.Attr)
+	return 0
+}
+
+// applyAttr sets on rec what in asks for, and the ctime. Changing the owner
+// of a regular file clears its setuid bit, and its setgid bit where that
+// means set-group-ID, as on a local filesystem.
+func applyAttr(rec *index.Inode, in *fuse.SetAttrIn) {
+	now := index.Now()
+	if mode, ok := in.GetMode(); ok {
+		rec.Mode = rec.Mode&syscall.S_IFMT | mode
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok {
+		rec.Uid = uid
+	}
+	if gok {
+		rec.Gid = gid
+	}
+	kill := in.Valid&fuse.FATTR_KILL_SUIDGID != 0 || ((uok || gok) && in.Valid&fuse.FATTR_MODE == 0)
+	if kill && rec.IsRegular() {
+		rec.Mode &^= syscall.S_ISUID
+		if rec.Mode&syscall.S_IXGRP != 0 {
+			rec.Mode &^= syscall.S_ISGID
+		}
+	}
+	if t, ok := in.GetATime(); ok {
+		rec.Atime = t.UnixNano()
+	}
+	if t, ok := in.GetMTime(); ok {
+		rec.Mtime = t.UnixNano()
+	}
+	if _, ok := in.GetSize(); ok {
+		rec.Mtime = now
+	}
+	rec.Ctime = now
+}
+
+// truncate cuts or extends st's inode content to size, moving sealed
+// content to a staging file first. Called with st.mu held.
+func (f *FS) truncate(st *file, size uint64) error {
+	var rec *index.Inode
+	err := f.store.Index.View(func(tx *index.Tx) (err error) {
+		rec, err = tx.Inode(st.ino)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case rec.IsDir():
+		return syscall.EISDIR
+	case !rec.IsRegular():
+		return syscall.EINVAL
+	}
+	st.gen++
+	st.warm = false
+	switch {
+	case st.staging != nil:
+		return st.staging.Truncate(int64(size))
+	case rec.Staging != 0:
+		err = unix.Truncate(f.store.StagingPath(rec.Staging), int64(size))
+	default:
+		id, sf, err := f.store.Materialize(rec, size)
+		if err != nil {
+			return err
+		}
+		if err := f.setStaging(rec.Ino, id); err != nil {
+			sf.Close()
+			f.store.RemoveStaging(id)
+			return err
+		}
+		st.sealed = nil
+		if st.opens > 0 {
+			st.staging = sf // open readers of the sealed content read it now
+		} else {
+			sf.Close()
+		}
+	}
+	if err == nil && st.opens == 0 {
+		f.scheduleSeal(st.ino)
+	}
+	return err
+}

@@ -1,0 +1,126 @@
+package fs
+
+import (
+	"context"
+	"encoding/json"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/statefs/statefs/index"
+)
+
+// The read-only .statefs directory at the mount root shows the daemon's
+// state as JSON files anyone can cat. Its inode numbers lie above any the
+// index hands out.
+const (
+	statusDirName  = ".statefs"
+	statusDirIno   = 1<<63 | 1
+	statusFileIno  = 1<<63 | 2
+	statusFileName = "status.json"
+)
+
+// Status is what .statefs/status.json shows.
+type Status struct {
+	Store       string `json:"store"`
+	Unsealed    int    `json:"unsealed"`    // files whose content waits in staging
+	OpenFiles   int    `json:"open_files"`  // inodes with open handles or seals running
+	Passthrough bool   `json:"passthrough"` // staging files served by the kernel directly
+}
+
+// Status reports the filesystem's current state.
+func (f *FS) Status() (Status, error) {
+	s := Status{Store: f.store.Dir, Passthrough: f.opts.Passthrough}
+	err := f.store.Index.View(func(tx *index.Tx) (err error) {
+		s.Unsealed, err = tx.CountStaging()
+		return err
+	})
+	f.mu.Lock()
+	s.OpenFiles = len(f.files)
+	f.mu.Unlock()
+	return s, err
+}
+
+type statusDir struct{ gofs.Inode }
+
+var (
+	_ = (gofs.NodeGetattrer)((*statusDir)(nil))
+	_ = (gofs.NodeMkdirer)((*statusDir)(nil))
+	_ = (gofs.NodeCreater)((*statusDir)(nil))
+)
+
+func (f *FS) newStatusDir(ctx context.Context, parent *gofs.Inode) *gofs.Inode {
+	dir := parent.NewPersistentInode(ctx, &statusDir{}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: statusDirIno})
+	file := dir.NewPersistentInode(ctx, &statusFile{fs: f}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: statusFileIno})
+	dir.AddChild(statusFileName, file, true)
+	return dir
+}
+
+func statusDirAttr(a *fuse.Attr) {
+	a.Ino, a.Mode, a.Nlink = statusDirIno, syscall.S_IFDIR|0o555, 2
+}
+
+func (d *statusDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	statusDirAttr(&out.Attr)
+	return 0
+}
+
+func (d *statusDir) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (d *statusDir) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+
+type statusFile struct {
+	gofs.Inode
+	fs *FS
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*statusFile)(nil))
+	_ = (gofs.NodeOpener)((*statusFile)(nil))
+	_ = (gofs.NodeReader)((*statusFile)(nil))
+)
+
+func (s *statusFile) render() ([]byte, error) {
+	st, err := s.fs.Status()
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	return append(b, '\n'), err
+}
+
+func (s *statusFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	b, err := s.render()
+	if err != nil {
+		return errno(err)
+	}
+	out.Ino, out.Mode, out.Nlink, out.Size = statusFileIno, syscall.S_IFREG|0o444, 1, uint64(len(b))
+	return 0
+}
+
+// statusSnapshot is an open status.json: the state when it was opened.
+type statusSnapshot []byte
+
+func (s *statusFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if writable(flags) {
+		return nil, 0, syscall.EROFS
+	}
+	b, err := s.render()
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	return statusSnapshot(b), fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (s *statusFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	b := fh.(statusSnapshot)
+	if off >= int64(len(b)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	return fuse.ReadResultData(b[off:min(int64(len(b)), off+int64(len(dest)))]), 0
+}

@@ -1,0 +1,164 @@
+// Package index is statefs's metadata: inodes, directory entries, file
+// content (staging references and manifests), chunk references, extended
+// attributes and orphans, kept in badger. Every change is one transaction,
+// so after a crash the index shows the state of some commit (DESIGN
+// invariant 2); badger's write-ahead log lives in shared memory maps and
+// survives the daemon's SIGKILL, and Sync makes it survive power loss too.
+//
+// Writers are serialized by the DB (one Update at a time): the namespace
+// rules (link counts, rename cycles) read and write many keys, and a single
+// writer keeps them simple and conflict-free; readers run concurrently.
+package index
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// FormatVersion is the layout of keys and values this package writes.
+const FormatVersion = 1
+
+// RootIno is the inode number of the root directory.
+const RootIno = 1
+
+// The errors a namespace operation can fail with; the fs layer maps them
+// to errno.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+	ErrNotEmpty = errors.New("directory not empty")
+	ErrNotDir   = errors.New("not a directory")
+	ErrIsDir    = errors.New("is a directory")
+	ErrInvalid  = errors.New("invalid operation")
+	ErrStale    = errors.New("content changed meanwhile")
+	ErrFormat   = errors.New("incompatible index format")
+)
+
+// DB is an open index.
+type DB struct {
+	bdb     *badger.DB
+	writeMu sync.Mutex
+	inos    *badger.Sequence
+	staging *badger.Sequence
+}
+
+// Open opens or creates the index in dir.
+func Open(dir string) (*DB, error) {
+	opts := badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{}).
+		WithSyncWrites(false).
+		WithDetectConflicts(false).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(3).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithValueThreshold(64 << 10).
+		WithCompactL0OnClose(false)
+	bdb, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("opening index %s: %w", dir, err)
+	}
+	db := &DB{bdb: bdb}
+	if err := db.init(); err != nil {
+		bdb.Close()
+		return nil, err
+	}
+	if db.inos, err = bdb.GetSequence(seqKey("ino"), 1024); err != nil {
+		bdb.Close()
+		return nil, err
+	}
+	if db.staging, err = bdb.GetSequence(seqKey("staging"), 1024); err != nil {
+		db.inos.Release()
+		bdb.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// init writes the format version and the root directory of a new index, or
+// checks the version of an existing one.
+func (db *DB) init() error {
+	return db.Update(func(tx *Tx) error {
+		v, err := tx.get(versionKey())
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if err := tx.set(versionKey(), []byte{FormatVersion}); err != nil {
+				return err
+			}
+			now := Now()
+			return tx.PutInode(&Inode{Ino: RootIno, Mode: modeDir | 0o755, Nlink: 2, Size: dirSize,
+				Atime: now, Mtime: now, Ctime: now, Parent: RootIno})
+		case err != nil:
+			return err
+		case len(v) != 1 || v[0] != FormatVersion:
+			return fmt.Errorf("%w: index has version %v, this statefs reads %d", ErrFormat, v, FormatVersion)
+		}
+		return nil
+	})
+}
+
+// Close releases the sequences and closes badger.
+func (db *DB) Close() error {
+	err := errors.Join(db.inos.Release(), db.staging.Release())
+	return errors.Join(err, db.bdb.Close())
+}
+
+// Sync makes every committed transaction durable against power loss.
+func (db *DB) Sync() error { return db.bdb.Sync() }
+
+// NewIno allocates an inode number never handed out before.
+func (db *DB) NewIno() (uint64, error) {
+	n, err := db.inos.Next()
+	return n + RootIno + 1, err
+}
+
+// NewStagingID allocates a staging file id never handed out before.
+func (db *DB) NewStagingID() (uint64, error) {
+	n, err := db.staging.Next()
+	return n + 1, err
+}
+
+// View runs fn in a read-only transaction.
+func (db *DB) View(fn func(*Tx) error) error {
+	return db.bdb.View(func(txn *badger.Txn) error { return fn(&Tx{txn: txn}) })
+}
+
+// Update runs fn in a read-write transaction and commits it if fn returns
+// nil. Updates run one at a time.
+func (db *DB) Update(fn func(*Tx) error) error {
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	txn := db.bdb.NewTransaction(true)
+	defer txn.Discard()
+	if err := fn(&Tx{txn: txn}); err != nil {
+		return err
+	}
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("committing index transaction: %w", err)
+	}
+	return nil
+}
+
+// RunValueLogGC reclaims space of the value log (large manifests) once.
+func (db *DB) RunValueLogGC() error {
+	err := db.bdb.RunValueLogGC(0.5)
+	if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
+		return nil
+	}
+	return err
+}
+
+// badgerLogger sends badger's warnings and errors to slog and drops its
+// chatter.
+type badgerLogger struct{}
+
+func (badgerLogger) Errorf(f string, a ...any)   { slog.Error(fmt.Sprintf("index: "+f, a...)) }
+func (badgerLogger) Warningf(f string, a ...any) { slog.Warn(fmt.Sprintf("index: "+f, a...)) }
+func (badgerLogger) Infof(string, ...any)        {}
+func (badgerLogger) Debugf(string, ...any)       {}

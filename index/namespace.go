@@ -1,0 +1,380 @@
+package index
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Dirent is one name in a directory.
+type Dirent struct {
+	Name string
+	Ino  uint64
+	Mode uint32 // the child's file type bits
+}
+
+// Lookup finds name in directory parent.
+func (tx *Tx) Lookup(parent uint64, name string) (Dirent, error) {
+	v, err := tx.get(inoNameKey(prefixDirent, parent, name))
+	if err != nil {
+		return Dirent{}, err
+	}
+	return decodeDirent(name, v)
+}
+
+func decodeDirent(name string, v []byte) (Dirent, error) {
+	if len(v) != 12 {
+		return Dirent{}, fmt.Errorf("dirent %q: corrupt record", name)
+	}
+	return Dirent{Name: name, Ino: binary.BigEndian.Uint64(v), Mode: binary.BigEndian.Uint32(v[8:])}, nil
+}
+
+func (tx *Tx) putDirent(parent uint64, d Dirent) error {
+	v := make([]byte, 12)
+	binary.BigEndian.PutUint64(v, d.Ino)
+	binary.BigEndian.PutUint32(v[8:], d.Mode&modeType)
+	return tx.set(inoNameKey(prefixDirent, parent, d.Name), v)
+}
+
+// ReadDir calls fn for each entry of directory dir in name order until fn
+// returns false.
+func (tx *Tx) ReadDir(dir uint64, fn func(Dirent) bool) error {
+	prefix := inoKey(prefixDirent, dir)
+	return tx.scan(prefix, true, func(k, v []byte) (bool, error) {
+		d, err := decodeDirent(string(k[len(prefix):]), v)
+		if err != nil {
+			return false, err
+		}
+		return fn(d), nil
+	})
+}
+
+// IsEmpty reports whether directory dir has no entries.
+func (tx *Tx) IsEmpty(dir uint64) (bool, error) {
+	empty := true
+	err := tx.scan(inoKey(prefixDirent, dir), false, func([]byte, []byte) (bool, error) {
+		empty = false
+		return false, nil
+	})
+	return empty, err
+}
+
+// touchDir records that directory dir's entries changed at now.
+func (tx *Tx) touchDir(dir *Inode, now int64) {
+	dir.Mtime, dir.Ctime = now, now
+}
+
+// Create adds a new inode n (its Ino already allocated) under name in
+// parent. For a directory, n.Nlink and n.Parent are set here.
+func (tx *Tx) Create(parent uint64, name string, n *Inode) error {
+	p, err := tx.dir(parent)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Lookup(parent, name); err == nil {
+		return ErrExists
+	} else if err != ErrNotFound {
+		return err
+	}
+	if n.IsDir() {
+		n.Nlink, n.Parent, n.Size = 2, parent, dirSize
+		p.Nlink++
+	} else {
+		n.Nlink = 1
+	}
+	tx.touchDir(p, n.Ctime)
+	if err := tx.PutInode(n); err != nil {
+		return err
+	}
+	if err := tx.putDirent(parent, Dirent{Name: name, Ino: n.Ino, Mode: n.Mode}); err != nil {
+		return err
+	}
+	return tx.PutInode(p)
+}
+
+// dir reads inode ino and checks that it is a directory.
+func (tx *Tx) dir(ino uint64) (*Inode, error) {
+	n, err := tx.Inode(ino)
+	if err != nil {
+		return nil, err
+	}
+	if !n.IsDir() {
+		return nil, ErrNotDir
+	}
+	return n, nil
+}
+
+// Link adds name in parent as one more name of inode ino, which must not be
+// a directory, and returns the updated inode.
+func (tx *Tx) Link(parent uint64, name string, ino uint64) (*Inode, error) {
+	p, err := tx.dir(parent)
+	if err != nil {
+		return nil, err
+	}
+	n, err := tx.Inode(ino)
+	if err != nil {
+		return nil, err
+	}
+	if n.IsDir() {
+		return nil, ErrIsDir
+	}
+	if n.Nlink == 0 {
+		return nil, ErrNotFound
+	}
+	if _, err := tx.Lookup(parent, name); err == nil {
+		return nil, ErrExists
+	} else if err != ErrNotFound {
+		return nil, err
+	}
+	now := Now()
+	n.Nlink++
+	n.Ctime = now
+	tx.touchDir(p, now)
+	if err := tx.putDirent(parent, Dirent{Name: name, Ino: ino, Mode: n.Mode}); err != nil {
+		return nil, err
+	}
+	if err := tx.PutInode(p); err != nil {
+		return nil, err
+	}
+	return n, tx.PutInode(n)
+}
+
+// Unlink removes name, which must not be a directory, from parent. It
+// returns the inode with its link count lowered; when that reaches zero the
+// inode becomes an orphan, which the caller reaps (Reap) once no handle
+// has it open.
+func (tx *Tx) Unlink(parent uint64, name string) (*Inode, error) {
+	p, err := tx.dir(parent)
+	if err != nil {
+		return nil, err
+	}
+	d, err := tx.Lookup(parent, name)
+	if err != nil {
+		return nil, err
+	}
+	if d.Mode&modeType == modeDir {
+		return nil, ErrIsDir
+	}
+	now := Now()
+	tx.touchDir(p, now)
+	if err := tx.del(inoNameKey(prefixDirent, parent, name)); err != nil {
+		return nil, err
+	}
+	if err := tx.PutInode(p); err != nil {
+		return nil, err
+	}
+	return tx.dropLink(d.Ino, now)
+}
+
+// dropLink lowers the link count of ino, making it an orphan at zero.
+func (tx *Tx) dropLink(ino uint64, now int64) (*Inode, error) {
+	n, err := tx.Inode(ino)
+	if err != nil {
+		return nil, err
+	}
+	if n.Nlink > 0 {
+		n.Nlink--
+	}
+	n.Ctime = now
+	if n.Nlink == 0 {
+		if err := tx.set(inoKey(prefixOrphan, ino), nil); err != nil {
+			return nil, err
+		}
+	}
+	return n, tx.PutInode(n)
+}
+
+// Rmdir removes the empty directory name from parent.
+func (tx *Tx) Rmdir(parent uint64, name string) error {
+	p, err := tx.dir(parent)
+	if err != nil {
+		return err
+	}
+	d, err := tx.Lookup(parent, name)
+	if err != nil {
+		return err
+	}
+	if d.Mode&modeType != modeDir {
+		return ErrNotDir
+	}
+	if err := tx.removeDir(p, name, d.Ino, Now()); err != nil {
+		return err
+	}
+	return tx.PutInode(p)
+}
+
+// removeDir deletes empty directory ino, called name in p, and lowers p's
+// link count; the caller writes p.
+func (tx *Tx) removeDir(p *Inode, name string, ino uint64, now int64) error {
+	empty, err := tx.IsEmpty(ino)
+	if err != nil {
+		return err
+	}
+	if !empty {
+		return ErrNotEmpty
+	}
+	if err := tx.del(inoNameKey(prefixDirent, p.Ino, name)); err != nil {
+		return err
+	}
+	p.Nlink--
+	tx.touchDir(p, now)
+	_, err = tx.Reap(ino)
+	return err
+}
+
+// Rename flags, as renameat2(2) takes them.
+const (
+	RenameNoReplace = 1 << 0
+	RenameExchange  = 1 << 1
+)
+
+// Rename moves oldName in oldParent to newName in newParent with the rules
+// of rename(2): an existing target is replaced atomically (a directory only
+// by a directory, and only an empty one), RenameNoReplace refuses an
+// existing target, RenameExchange swaps the two. A directory cannot move
+// into itself. It returns the replaced inode, if one lost a link.
+func (tx *Tx) Rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) (*Inode, error) {
+	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
+		return nil, ErrInvalid
+	}
+	op, err := tx.dir(oldParent)
+	if err != nil {
+		return nil, err
+	}
+	np := op
+	if newParent != oldParent {
+		if np, err = tx.dir(newParent); err != nil {
+			return nil, err
+		}
+	}
+	src, err := tx.Lookup(oldParent, oldName)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := tx.Lookup(newParent, newName)
+	hasDst := err == nil
+	if err != nil && err != ErrNotFound {
+		return nil, err
+	}
+	if hasDst && flags&RenameNoReplace != 0 {
+		return nil, ErrExists
+	}
+	if !hasDst && flags&RenameExchange != 0 {
+		return nil, ErrNotFound
+	}
+	srcDir := src.Mode&modeType == modeDir
+	if srcDir {
+		if err := tx.checkNotInside(newParent, src.Ino); err != nil {
+			return nil, err
+		}
+	}
+	if hasDst && dst.Ino == src.Ino {
+		return nil, nil // two names of one inode: rename(2) does nothing
+	}
+	now := Now()
+	if flags&RenameExchange != 0 {
+		return nil, tx.exchange(op, oldName, src, np, newName, dst, now)
+	}
+	var victim *Inode
+	if hasDst {
+		dstDir := dst.Mode&modeType == modeDir
+		switch {
+		case srcDir && !dstDir:
+			return nil, ErrNotDir
+		case !srcDir && dstDir:
+			return nil, ErrIsDir
+		case dstDir:
+			if err := tx.removeDir(np, newName, dst.Ino, now); err != nil {
+				return nil, err
+			}
+		default:
+			if victim, err = tx.dropLink(dst.Ino, now); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tx.del(inoNameKey(prefixDirent, oldParent, oldName)); err != nil {
+		return nil, err
+	}
+	src.Name = newName
+	if err := tx.putDirent(newParent, src); err != nil {
+		return nil, err
+	}
+	if err := tx.moved(src.Ino, op, np, now); err != nil {
+		return nil, err
+	}
+	tx.touchDir(op, now)
+	tx.touchDir(np, now)
+	if err := tx.PutInode(op); err != nil {
+		return nil, err
+	}
+	if np != op {
+		if err := tx.PutInode(np); err != nil {
+			return nil, err
+		}
+	}
+	return victim, nil
+}
+
+// moved records that inode ino went from directory op to np: its ctime, and
+// for a directory its parent and both parents' link counts.
+func (tx *Tx) moved(ino uint64, op, np *Inode, now int64) error {
+	n, err := tx.Inode(ino)
+	if err != nil {
+		return err
+	}
+	n.Ctime = now
+	if n.IsDir() && op != np {
+		n.Parent = np.Ino
+		op.Nlink--
+		np.Nlink++
+	}
+	return tx.PutInode(n)
+}
+
+// exchange swaps two existing names atomically.
+func (tx *Tx) exchange(op *Inode, oldName string, src Dirent, np *Inode, newName string, dst Dirent, now int64) error {
+	if dst.Mode&modeType == modeDir {
+		if err := tx.checkNotInside(op.Ino, dst.Ino); err != nil {
+			return err
+		}
+	}
+	src.Name, dst.Name = newName, oldName
+	if err := tx.putDirent(np.Ino, src); err != nil {
+		return err
+	}
+	if err := tx.putDirent(op.Ino, dst); err != nil {
+		return err
+	}
+	if err := tx.moved(src.Ino, op, np, now); err != nil {
+		return err
+	}
+	if err := tx.moved(dst.Ino, np, op, now); err != nil {
+		return err
+	}
+	tx.touchDir(op, now)
+	tx.touchDir(np, now)
+	if err := tx.PutInode(op); err != nil {
+		return err
+	}
+	if np != op {
+		return tx.PutInode(np)
+	}
+	return nil
+}
+
+// checkNotInside fails with ErrInvalid if dir is ino or lies below it.
+func (tx *Tx) checkNotInside(dir, ino uint64) error {
+	for {
+		if dir == ino {
+			return ErrInvalid
+		}
+		if dir == RootIno {
+			return nil
+		}
+		n, err := tx.Inode(dir)
+		if err != nil {
+			return err
+		}
+		dir = n.Parent
+	}
+}

@@ -1,0 +1,92 @@
+package index
+
+import (
+	"encoding/binary"
+	"errors"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Tx is one index transaction; see DB.View and DB.Update.
+type Tx struct {
+	txn *badger.Txn
+}
+
+// Key prefixes. Integers are big-endian so that keys sort by number.
+const (
+	prefixInode    = 'i' // ino -> Inode
+	prefixDirent   = 'd' // parent ino, name -> child ino, mode
+	prefixManifest = 'm' // ino -> manifest.Manifest
+	prefixXattr    = 'x' // ino, name -> value
+	prefixChunk    = 'c' // hash -> reference count
+	prefixGarbage  = 'z' // hash -> nothing: chunks whose count fell to zero
+	prefixStaging  = 's' // staging id -> ino
+	prefixOrphan   = 'o' // ino -> nothing: unlinked, still open
+	prefixSeq      = 'q' // name -> badger sequence
+	prefixVersion  = 'v'
+)
+
+func inoKey(prefix byte, ino uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], ino)
+	return k
+}
+
+func inoNameKey(prefix byte, ino uint64, name string) []byte {
+	k := make([]byte, 9, 9+len(name))
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], ino)
+	return append(k, name...)
+}
+
+func hashKey(prefix byte, h []byte) []byte { return append([]byte{prefix}, h...) }
+func seqKey(name string) []byte             { return append([]byte{prefixSeq}, name...) }
+func versionKey() []byte                    { return []byte{prefixVersion} }
+
+func (tx *Tx) get(key []byte) ([]byte, error) {
+	item, err := tx.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return item.ValueCopy(nil)
+}
+
+func (tx *Tx) has(key []byte) (bool, error) {
+	_, err := tx.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (tx *Tx) set(key, value []byte) error { return tx.txn.Set(key, value) }
+func (tx *Tx) del(key []byte) error        { return tx.txn.Delete(key) }
+
+// scan calls fn for each key with prefix, in key order, until fn returns
+// false or an error. The key and value are valid only during the call.
+func (tx *Tx) scan(prefix []byte, values bool, fn func(key, value []byte) (bool, error)) error {
+	opts := badger.DefaultIteratorOptions
+	opts.PrefetchValues = values
+	opts.Prefix = prefix
+	it := tx.txn.NewIterator(opts)
+	defer it.Close()
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		item := it.Item()
+		var v []byte
+		if values {
+			var err error
+			if v, err = item.ValueCopy(nil); err != nil {
+				return err
+			}
+		}
+		more, err := fn(item.Key(), v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+// Package store is the one directory on the persistent volume that holds
+// everything statefs keeps: the index, the chunks and the staging files. It
+// opens and locks that directory, recovers it after a crash, and moves
+// content between staging files and chunks (Seal, Materialize, ReadAt).
+// It knows inodes but not paths or the kernel.
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/index"
+)
+
+// FormatVersion is the on-disk layout this statefs reads and writes; it is
+// written to the FORMAT file of every store it creates.
+const FormatVersion = 1
+
+const formatPrefix = "statefs-store "
+
+// ErrInUse means another process holds the store.
+var ErrInUse = errors.New("store is in use by another statefs process")
+
+// Store is an open, locked store directory.
+type Store struct {
+	Dir    string
+	Index  *index.DB
+	Chunks *cas.Store
+	lock   *os.File
+	reader *reader
+}
+
+// Open opens the store in dir, creating it (but not its parent) if it does
+// not exist, takes its lock, and recovers it from whatever crash came
+// before. It returns the inodes whose staging content waits to be sealed.
+func Open(dir string) (*Store, []uint64, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkFormat(dir); err != nil {
+		return nil, nil, err
+	}
+	lock, err := takeLock(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &Store{Dir: dir, lock: lock}
+	if err := s.open(); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	pending, err := s.recover()
+	if err != nil {
+		s.Close()
+		return nil, nil, fmt.Errorf("recovering store %s: %w", dir, err)
+	}
+	return s, pending, nil
+}
+
+func (s *Store) open() error {
+	for _, sub := range []string{"index", "chunks", "staging"} {
+		if err := os.Mkdir(filepath.Join(s.Dir, sub), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	}
+	var err error
+	if s.Index, err = index.Open(filepath.Join(s.Dir, "index")); err != nil {
+		return err
+	}
+	if s.Chunks, err = cas.Open(filepath.Join(s.Dir, "chunks")); err != nil {
+		return err
+	}
+	s.reader = newReader(s.Chunks)
+	return nil
+}
+
+// checkFormat creates the store directory and its FORMAT file if the
+// directory is new or empty, and otherwise refuses anything that is not a
+// store of this FormatVersion, before touching it.
+func checkFormat(dir string) error {
+	path := filepath.Join(dir, "FORMAT")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		v, ok := strings.CutPrefix(string(bytes.TrimSpace(b)), formatPrefix)
+		if !ok {
+			return fmt.Errorf("%s is not a statefs store: %s is %q", dir, path, b)
+		}
+		if n, err := strconv.Atoi(v); err != nil || n != FormatVersion {
+			return fmt.Errorf("store %s has format version %s; this statefs reads version %d", dir, v, FormatVersion)
+		}
+		return nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("reading store format: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("creating store: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("%s is not empty and not a statefs store (no FORMAT file)", dir)
+	}
+	return writeFileSync(path, []byte(fmt.Sprintf("%s%d\n", formatPrefix, FormatVersion)))
+}
+
+// takeLock holds an exclusive flock on dir/LOCK for the life of the
+// process, so that two daemons never serve one store.
+func takeLock(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("locking store: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(f.Name())
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s (held by pid %s)", ErrInUse, dir, strings.TrimSpace(string(holder)))
+		}
+		return nil, fmt.Errorf("locking store: %w", err)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
+}
+
+// Close closes the index and releases the lock.
+func (s *Store) Close() error {
+	var err error
+	if s.Index != nil {
+		err = s.Index.Close()
+	}
+	if s.lock != nil {
+		s.lock.Close()
+	}
+	return err
+}
+
+// Sync makes every committed index change durable against power loss.
+func (s *Store) Sync() error { return s.Index.Sync() }
+
+// Statfs reports the space of the disk that holds the store.
+func (s *Store) Statfs() (syscall.Statfs_t, error) {
+	var st syscall.Statfs_t
+	err := syscall.Statfs(s.Dir, &st)
+	return st, err
+}
+
+// recover reaps inodes orphaned by a crash, removes staging files no inode
+// refers to, and lists the inodes whose staging content waits for sealing.
+func (s *Store) recover() ([]uint64, error) {
+	var staleStaging []uint64
+	err := s.Index.Update(func(tx *index.Tx) error {
+		orphans, err := tx.Orphans()
+		if err != nil {
+			return err
+		}
+		for _, ino := range orphans {
+			id, err := tx.Reap(ino)
+			if err != nil {
+				return err
+			}
+			if id != 0 {
+				staleStaging = append(staleStaging, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range staleStaging {
+		s.RemoveStaging(id)
+	}
+	entries, err := os.ReadDir(s.stagingDir())
+	if err != nil {
+		return nil, err
+	}
+	var pending []uint64
+	err = s.Index.View(func(tx *index.Tx) error {
+		for _, e := range entries {
+			id, err := strconv.ParseUint(e.Name(), 16, 64)
+			if err == nil {
+				ino, err := tx.StagingInode(id)
+				if err == nil {
+					pending = append(pending, ino)
+					continue
+				}
+				if !errors.Is(err, index.ErrNotFound) {
+					return err
+				}
+			}
+			slog.Info("removing unreferenced staging file", "file", e.Name())
+			if err := os.Remove(filepath.Join(s.stagingDir(), e.Name())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return pending, err
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,198 @@
+// Package test holds the integration tests: each one mounts the real statefs
+// binary on a temp dir and drives it through real syscalls.
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the statefs executable built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "statefs-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "statefs")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/statefs")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building statefs:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireFUSE skips the test when this machine cannot mount FUSE as root, or
+// fails it when STATEFS_REQUIRE_FUSE=1 says that a skip would hide a failure.
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	reason := ""
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		reason = "no /dev/fuse"
+	} else if os.Geteuid() != 0 {
+		reason = "not root (DirectMount needs CAP_SYS_ADMIN)"
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("STATEFS_REQUIRE_FUSE") == "1" {
+		t.Fatalf("FUSE required (STATEFS_REQUIRE_FUSE=1) but unavailable: %s", reason)
+	}
+	t.Skipf("FUSE unavailable: %s", reason)
+}
+
+// Mount is one running `statefs mount` daemon serving Store on Dir.
+type Mount struct {
+	t     testing.TB
+	Store string // the store directory
+	Dir   string // the mountpoint
+	Args  []string
+	cmd   *exec.Cmd
+	log   *bytes.Buffer
+	done  chan error
+}
+
+// mountFS starts a daemon on a fresh store in a temp dir and waits until it
+// serves. extra arguments go to `statefs mount`. The daemon is stopped and
+// the mount removed when the test ends.
+func mountFS(t testing.TB, extra ...string) *Mount {
+	t.Helper()
+	requireFUSE(t)
+	base := t.TempDir()
+	m := &Mount{t: t, Store: filepath.Join(base, "store"), Dir: filepath.Join(base, "mnt"), Args: extra}
+	if err := os.Mkdir(m.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	t.Cleanup(func() {
+		if m.cmd != nil {
+			m.Unmount()
+		}
+	})
+	return m
+}
+
+// Path joins rel onto the mountpoint.
+func (m *Mount) Path(rel ...string) string {
+	return filepath.Join(append([]string{m.Dir}, rel...)...)
+}
+
+// Start runs the daemon on the same store and mountpoint and waits until the
+// mount is live.
+func (m *Mount) Start() {
+	m.t.Helper()
+	args := append([]string{"mount", "--store", m.Store}, m.Args...)
+	args = append(args, m.Dir)
+	m.cmd = exec.Command(binary, args...)
+	m.log = &bytes.Buffer{}
+	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+	if err := m.cmd.Start(); err != nil {
+		m.t.Fatal(err)
+	}
+	m.done = make(chan error, 1)
+	go func(c *exec.Cmd, done chan error) { done <- c.Wait() }(m.cmd, m.done)
+	deadline := time.Now().Add(15 * time.Second)
+	for !isMounted(m.Dir) {
+		select {
+		case err := <-m.done:
+			m.cmd = nil
+			m.t.Fatalf("statefs mount exited before serving: %v\n%s", err, m.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("statefs mount did not serve within 15s\n%s", m.log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Unmount stops the daemon cleanly (SIGTERM) and checks that it exits 0 and
+// leaves no mount behind.
+func (m *Mount) Unmount() {
+	m.t.Helper()
+	if m.cmd == nil {
+		return
+	}
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-m.done:
+		if err != nil {
+			m.t.Errorf("statefs mount exited with %v\n%s", err, m.log)
+		}
+	case <-time.After(30 * time.Second):
+		m.cmd.Process.Kill()
+		<-m.done
+		m.t.Errorf("statefs mount did not exit within 30s of SIGTERM\n%s", m.log)
+	}
+	m.cmd = nil
+	if isMounted(m.Dir) {
+		syscall.Unmount(m.Dir, syscall.MNT_DETACH)
+		m.t.Errorf("mount still present after the daemon exited")
+	}
+}
+
+// Kill SIGKILLs the daemon, as a crash would, and detaches the dead mount.
+func (m *Mount) Kill() {
+	m.t.Helper()
+	if m.cmd == nil {
+		return
+	}
+	m.cmd.Process.Kill()
+	<-m.done
+	m.cmd = nil
+	if err := syscall.Unmount(m.Dir, syscall.MNT_DETACH); err != nil && isMounted(m.Dir) {
+		m.t.Fatalf("detaching the dead mount: %v", err)
+	}
+}
+
+// Restart stops the daemon cleanly and mounts the same store again.
+func (m *Mount) Restart() {
+	m.t.Helper()
+	m.Unmount()
+	m.Start()
+}
+
+// Log is what the daemon has printed so far.
+func (m *Mount) Log() string { return m.log.String() }
+
+// isMounted reports whether dir is a mountpoint of a statefs FUSE mount.
+func isMounted(dir string) bool {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) < 5 || fields[4] != dir {
+			continue
+		}
+		for i, f := range fields {
+			if f == "-" && i+1 < len(fields) && strings.HasPrefix(fields[i+1], "fuse") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// statefs runs the CLI with args and returns its combined output and error.
+func statefs(args ...string) (string, error) {
+	out, err := exec.Command(binary, args...).CombinedOutput()
+	return string(out), err
+}
