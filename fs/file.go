@@ -3,6 +3,7 @@ package fs
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/statefs/statefs/manifest"
 )
@@ -22,6 +23,9 @@ type file struct {
 	sealed   *manifest.Manifest
 	gen     uint64
 	warm    bool // the kernel's page cache holds the current sealed content
+	// stagingNamed is set once the staging directory was synced after the
+	// staging file was made.
+	stagingNamed atomic.Bool
 }
 
 // acquire returns the state of inode ino, creating it, and holds it in the

@@ -104,10 +104,15 @@ func MountOptions(allowOther bool, debug bool) *gofs.Options {
 			Name:              "statefs",
 			DirectMountStrict: true,
 			// The kernel checks permissions from the modes we report.
-			Options:      []string{"default_permissions"},
-			MaxWrite:     1 << 20,
-			MaxReadAhead: 1 << 20,
-			Debug:        debug,
+			Options:  []string{"default_permissions"},
+			MaxWrite: 1 << 20,
+			// With HANDLE_KILLPRIV_V2 the kernel marks inodes without
+			// setuid bits S_NOSEC instead of asking for security.capability
+			// before every write; setuid bits are still cleared, by a setattr
+			// the kernel sends (see applyAttr).
+			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
+			MaxReadAhead:      1 << 20,
+			Debug:             debug,
 		},
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,

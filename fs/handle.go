@@ -135,6 +135,7 @@ func (f *FS) openStaging(st *file, rec *index.Inode, trunc bool) error {
 		return err
 	}
 	st.staging, st.sealed, st.warm = sf, nil, false
+	st.stagingNamed.Store(false)
 	st.gen++
 	return nil
 }
@@ -225,9 +226,16 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 }
 
 // Fsync makes the file's content and every committed index change durable
-// (DESIGN invariant 1).
+// (DESIGN invariant 1): the staging file's bytes, its name in the staging
+// directory, and the index.
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if h.staging != nil {
+		if !h.st.stagingNamed.Load() {
+			if err := h.fs.store.SyncStagingDir(); err != nil {
+				return errno(err)
+			}
+			h.st.stagingNamed.Store(true)
+		}
 		var err error
 		if flags&fsyncDataOnly != 0 {
 			err = unix.Fdatasync(int(h.staging.Fd()))

@@ -37,7 +37,17 @@ var (
 	_ = (gofs.NodeReaddirer)((*node)(nil))
 	_ = (gofs.NodeStatfser)((*node)(nil))
 	_ = (gofs.NodeOnAdder)((*node)(nil))
+	_ = (gofs.NodeFsyncer)((*node)(nil))
 )
+
+// Fsync of a file syncs its handle; of a directory (fsync of the directory
+// RocksDB does after a rename), the index, which holds every entry.
+func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := f.(*handle); ok {
+		return h.Fsync(ctx, flags)
+	}
+	return errno(n.fs.store.Sync())
+}
 
 // nameMax is the longest name a directory entry may have.
 const nameMax = 255

@@ -14,23 +14,33 @@ import (
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	st := n.fs.acquire(n.ino())
 	defer n.fs.release(st)
+	rec, err := n.fs.setattr(st, in)
+	if err != nil {
+		return errno(err)
+	}
+	n.fs.fillAttr(rec, &out.Attr) // after st.mu is released: it may stat the staging file
+	return 0
+}
+
+// setattr applies in to st's inode and returns the new record.
+func (f *FS) setattr(st *file, in *fuse.SetAttrIn) (*index.Inode, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if size, ok := in.GetSize(); ok {
-		if err := n.fs.truncate(st, size); err != nil {
-			return errno(err)
+		if err := f.truncate(st, size); err != nil {
+			return nil, err
 		}
 	}
 	var rec *index.Inode
-	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
-		if rec, err = tx.Inode(n.ino()); err != nil {
+	err := f.store.Index.Update(func(tx *index.Tx) (err error) {
+		if rec, err = tx.Inode(st.ino); err != nil {
 			return err
 		}
 		applyAttr(rec, in)
 		return tx.PutInode(rec)
 	})
 	if err != nil {
-		return errno(err)
+		return nil, err
 	}
 	if rec.Staging != 0 && in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
 		// The staging file's times are the file's times until it is sealed.
@@ -41,13 +51,12 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 		if in.Valid&fuse.FATTR_MTIME != 0 {
 			ts[1] = unix.NsecToTimespec(rec.Mtime)
 		}
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, n.fs.store.StagingPath(rec.Staging), ts, 0); err != nil {
-			return errno(err)
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, f.store.StagingPath(rec.Staging), ts, 0); err != nil {
+			return nil, err
 		}
 		st.gen++
 	}
-	n.fs.fillAttr(rec, &out.Attr)
-	return 0
+	return rec, nil
 }
 
 // applyAttr sets on rec what in asks for, and the ctime. Changing the owner
@@ -120,6 +129,7 @@ func (f *FS) truncate(st *file, size uint64) error {
 			return err
 		}
 		st.sealed = nil
+		st.stagingNamed.Store(false)
 		if st.opens > 0 {
 			st.staging = sf // open readers of the sealed content read it now
 		} else {

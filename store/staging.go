@@ -95,3 +95,13 @@ func (s *Store) Materialize(n *index.Inode, size uint64) (uint64, *os.File, erro
 	}
 	return id, f, nil
 }
+
+// SyncStagingDir makes the names of the staging files durable.
+func (s *Store) SyncStagingDir() error {
+	d, err := os.Open(s.stagingDir())
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

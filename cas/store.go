@@ -1,0 +1,340 @@
+package cas
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+var (
+	// ErrNotFound means the store has no chunk with the hash asked for.
+	ErrNotFound = errors.New("chunk not found")
+	// ErrCorrupt means a chunk file is damaged: a bad header, a truncated or
+	// undecodable payload, or bytes that do not match the hash (DESIGN invariant 5).
+	ErrCorrupt = errors.New("chunk corrupt")
+)
+
+// tempPrefix starts the name of every temporary file; no chunk name has it.
+const tempPrefix = ".tmp-"
+
+// Store holds immutable chunk files under one directory (layout and crash
+// safety are described in the package documentation). Its methods are safe
+// for concurrent use. Errors from the operating system are wrapped, so
+// errors.Is(err, syscall.ENOSPC) and the like work.
+type Store struct {
+	dir string
+}
+
+// Open opens the store in dir, creating dir and its fan-out subdirectories if
+// needed, and removes the temporary files a crash left behind.
+func Open(dir string) (*Store, error) {
+	if err := mkdirDurable(dir); err != nil {
+		return nil, fmt.Errorf("cas: open %s: %w", dir, err)
+	}
+	created := false
+	for i := range 256 {
+		sub := filepath.Join(dir, fmt.Sprintf("%02x", i))
+		switch err := os.Mkdir(sub, 0o700); {
+		case err == nil:
+			created = true
+		case errors.Is(err, fs.ErrExist):
+			if err := removeTemps(sub); err != nil {
+				return nil, fmt.Errorf("cas: open %s: %w", dir, err)
+			}
+		default:
+			return nil, fmt.Errorf("cas: open %s: %w", dir, err)
+		}
+	}
+	if created {
+		if err := syncDir(dir); err != nil {
+			return nil, fmt.Errorf("cas: open %s: %w", dir, err)
+		}
+	}
+	return &Store{dir: dir}, nil
+}
+
+// mkdirDurable creates dir (private: chunk files hold every user's data, and
+// only the filesystem daemon may decide who reads it) and syncs its parent.
+func mkdirDurable(dir string) error {
+	if _, err := os.Stat(dir); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+func removeTemps(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// path returns the name of chunk h's file.
+func (s *Store) path(h Hash) string {
+	name := h.String()
+	return s.dir + string(filepath.Separator) + name[:2] + string(filepath.Separator) + name
+}
+
+// Put stores data under h, which the caller computed as Sum(data), unless a
+// chunk with that hash is already there. stored is the size of the new chunk
+// file, 0 if the chunk existed (or a concurrent Put of the same hash wrote it).
+// When Put returns nil the chunk is durable. A failed Put leaves neither a
+// temporary file nor a partial chunk.
+func (s *Store) Put(h Hash, data []byte) (stored int64, err error) {
+	path := s.path(h)
+	switch _, err := os.Lstat(path); {
+	case err == nil:
+		// The chunk may come from a concurrent Put that has linked it but not
+		// yet synced the directory; the caller is about to rely on it.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			return 0, fmt.Errorf("cas: put %s: %w", h, err)
+		}
+		return 0, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return 0, fmt.Errorf("cas: put %s: %w", h, err)
+	}
+
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	stored, err = writeChunk(path, encode(data, bp)...)
+	if err != nil {
+		return 0, fmt.Errorf("cas: put %s: %w", h, err)
+	}
+	return stored, nil
+}
+
+// encode returns the chunk file's content for data, in pieces, using *bp as
+// scratch space.
+func encode(data []byte, bp *[]byte) [][]byte {
+	out := grow(*bp, headerSize)
+	if len(data) > 0 {
+		out = encoder().EncodeAll(data, out)
+	}
+	*bp = out[:0]
+	if payload := len(out) - headerSize; len(data) > 0 && payload <= len(data)-len(data)/minSavingDiv {
+		header{kind: kindZstd, size: uint64(len(data))}.encode(out)
+		return [][]byte{out}
+	}
+	hdr := out[:headerSize]
+	header{kind: kindRaw, size: uint64(len(data))}.encode(hdr)
+	return [][]byte{hdr, data}
+}
+
+// writeChunk writes content to a temporary file beside path, syncs it, links
+// it to path and syncs the directory. If path already exists it writes
+// nothing there and returns 0.
+func writeChunk(path string, content ...[]byte) (int64, error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return 0, err
+	}
+	tmp := f.Name()
+	fail := func(err error) (int64, error) {
+		f.Close()
+		os.Remove(tmp)
+		return 0, err
+	}
+	var n int64
+	for _, p := range content {
+		m, err := f.Write(p)
+		n += int64(m)
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		return fail(err)
+	}
+	switch err := os.Link(tmp, path); {
+	case errors.Is(err, fs.ErrExist):
+		n = 0 // a concurrent Put of the same chunk won
+	case err != nil:
+		return fail(err)
+	}
+	if err := os.Remove(tmp); err != nil {
+		return 0, err
+	}
+	if err := syncDir(dir); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Get reads chunk h into buf's storage (grown as needed) and returns its
+// uncompressed bytes, verified against h (DESIGN invariant 5). A missing chunk
+// gives ErrNotFound; a damaged one gives ErrCorrupt, never wrong bytes.
+func (s *Store) Get(h Hash, buf []byte) ([]byte, error) {
+	f, err := os.Open(s.path(h))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("cas: get %s: %w", h, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cas: get %s: %w", h, err)
+	}
+	defer f.Close()
+	out, err := read(f, buf)
+	if err != nil {
+		return nil, fmt.Errorf("cas: get %s: %w", h, err)
+	}
+	if got := Sum(out); got != h {
+		return nil, fmt.Errorf("cas: get %s: %w: content hashes to %s", h, ErrCorrupt, got)
+	}
+	return out, nil
+}
+
+// read decodes an open chunk file into buf's storage.
+func read(f *os.File, buf []byte) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	var hb [headerSize]byte
+	n, err := f.ReadAt(hb[:], 0)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	hd, err := decodeHeader(hb[:n])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	payload := fi.Size() - headerSize
+	switch hd.kind {
+	case kindRaw:
+		if uint64(payload) != hd.size {
+			return nil, fmt.Errorf("%w: raw payload is %d bytes, header says %d", ErrCorrupt, payload, hd.size)
+		}
+		out := grow(buf, int(hd.size))
+		if err := readAt(f, out, headerSize); err != nil {
+			return nil, err
+		}
+		return out, nil
+	default: // kindZstd
+		bp := scratch.Get().(*[]byte)
+		defer scratch.Put(bp)
+		in := grow(*bp, int(payload))
+		*bp = in[:0]
+		if err := readAt(f, in, headerSize); err != nil {
+			return nil, err
+		}
+		out, err := decoder().DecodeAll(in, grow(buf, int(hd.size))[:0])
+		if err != nil {
+			return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
+		}
+		if uint64(len(out)) != hd.size {
+			return nil, fmt.Errorf("%w: decompressed %d bytes, header says %d", ErrCorrupt, len(out), hd.size)
+		}
+		return out, nil
+	}
+}
+
+// readAt fills p from offset off; a file that ends early is corrupt.
+func readAt(f *os.File, p []byte, off int64) error {
+	n, err := f.ReadAt(p, off)
+	if err == io.EOF {
+		return fmt.Errorf("%w: file ends after %d of %d payload bytes", ErrCorrupt, n, len(p))
+	}
+	return err
+}
+
+// grow returns buf resized to n bytes, reallocated only if it is too small.
+func grow(buf []byte, n int) []byte {
+	if cap(buf) < n {
+		return make([]byte, n)
+	}
+	return buf[:n]
+}
+
+// Has reports whether chunk h is in the store.
+func (s *Store) Has(h Hash) (bool, error) {
+	_, err := os.Lstat(s.path(h))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cas: has %s: %w", h, err)
+	}
+	return true, nil
+}
+
+// Size returns the number of bytes chunk h takes on disk.
+func (s *Store) Size(h Hash) (int64, error) {
+	fi, err := os.Lstat(s.path(h))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("cas: size %s: %w", h, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cas: size %s: %w", h, err)
+	}
+	return fi.Size(), nil
+}
+
+// Remove deletes chunk h; a missing chunk is not an error. The removal is not
+// synced: if a crash undoes it, the chunk is merely garbage again.
+func (s *Store) Remove(h Hash) error {
+	if err := os.Remove(s.path(h)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cas: remove %s: %w", h, err)
+	}
+	return nil
+}
+
+// Walk calls fn for every chunk on disk with its size on disk, in no
+// particular order, and stops at the first error fn returns, returning it
+// unchanged. Files that are not chunks (temporary files, foreign names) are
+// skipped. Chunks Put or removed during the walk may or may not be seen.
+func (s *Store) Walk(fn func(h Hash, size int64) error) error {
+	for i := range 256 {
+		sub := filepath.Join(s.dir, fmt.Sprintf("%02x", i))
+		entries, err := os.ReadDir(sub)
+		if err != nil {
+			return fmt.Errorf("cas: walk: %w", err)
+		}
+		for _, e := range entries {
+			h, err := ParseHash(e.Name())
+			if err != nil || h[0] != byte(i) || !e.Type().IsRegular() {
+				continue
+			}
+			fi, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed since ReadDir
+			}
+			if err != nil {
+				return fmt.Errorf("cas: walk: %w", err)
+			}
+			if err := fn(h, fi.Size()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
