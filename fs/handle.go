@@ -185,7 +185,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	st.gen++
 	h := &handle{fs: n.fs, st: st, staging: sf, passthrough: n.fs.opts.Passthrough}
 	st.mu.Unlock()
-	return n.newChild(ctx, rec, out), h, 0, 0
+	node, e := n.newEntry(ctx, rec, out)
+	if e != 0 {
+		h.Release(ctx)
+		return nil, nil, 0, e
+	}
+	return node, h, 0, 0
 }
 
 func (h *handle) PassthroughFd() (int, bool) {

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"os"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -71,11 +72,19 @@ func (n *node) inode() (*index.Inode, error) {
 	return rec, err
 }
 
-// newChild returns the go-fuse inode for rec, creating its node if the
-// kernel does not know it yet, and fills out with its attributes.
+// newChild returns the go-fuse inode for rec, whose attributes are in out,
+// creating its node if the kernel does not know it yet.
 func (n *node) newChild(ctx context.Context, rec *index.Inode, out *fuse.EntryOut) *gofs.Inode {
-	n.fs.fillAttr(rec, &out.Attr)
 	return n.NewInode(ctx, &node{fs: n.fs}, gofs.StableAttr{Mode: rec.Mode & syscall.S_IFMT, Ino: rec.Ino})
+}
+
+// newEntry fills out with a freshly made inode's attributes and returns
+// its node.
+func (n *node) newEntry(ctx context.Context, rec *index.Inode, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if err := n.fs.fillAttr(rec, &out.Attr); err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, rec, out), 0
 }
 
 // OnAdd hangs the read-only .statefs directory under the root.
@@ -94,28 +103,16 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 		statusDirAttr(&out.Attr)
 		return ch, 0
 	}
-	var rec *index.Inode
-	err := n.fs.store.Index.View(func(tx *index.Tx) error {
-		d, err := tx.Lookup(n.ino(), name)
-		if err != nil {
-			return err
-		}
-		rec, err = tx.Inode(d.Ino)
-		return err
-	})
+	rec, err := n.fs.loadAttr(n.ino(), name, &out.Attr)
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, rec, out), 0
+	return n.newEntry(ctx, rec, out)
 }
 
 func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	rec, err := n.inode()
-	if err != nil {
-		return errno(err)
-	}
-	n.fs.fillAttr(rec, &out.Attr)
-	return 0
+	_, err := n.fs.loadAttr(n.ino(), "", &out.Attr)
+	return errno(err)
 }
 
 // newInode builds the record of an inode created now by the caller of ctx
@@ -168,7 +165,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, rec, out), 0
+	return n.newEntry(ctx, rec, out)
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -186,7 +183,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, rec, out), 0
+	return n.newEntry(ctx, rec, out)
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -202,7 +199,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, rec, out), 0
+	return n.newEntry(ctx, rec, out)
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
@@ -235,7 +232,7 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, rec, out), 0
+	return n.newEntry(ctx, rec, out)
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -331,8 +328,10 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 
 // fillAttr turns an inode record into the attributes the kernel gets. A
 // file whose content is in staging takes size, blocks and times from its
-// staging file, which the kernel may have written directly.
-func (f *FS) fillAttr(rec *index.Inode, a *fuse.Attr) {
+// staging file, which the kernel may have written directly. It fails only
+// if that staging file is gone: sealed meanwhile, so the caller reads the
+// record again.
+func (f *FS) fillAttr(rec *index.Inode, a *fuse.Attr) error {
 	a.Ino = rec.Ino
 	a.Mode = rec.Mode
 	a.Nlink = rec.Nlink
@@ -344,15 +343,46 @@ func (f *FS) fillAttr(rec *index.Inode, a *fuse.Attr) {
 	atime, mtime, ctime := rec.Atime, rec.Mtime, rec.Ctime
 	if rec.Staging != 0 {
 		var st unix.Stat_t
-		if err := f.statStaging(rec, &st); err == nil {
-			a.Size, a.Blocks = uint64(st.Size), uint64(st.Blocks)
-			atime, mtime = st.Atim.Nano(), st.Mtim.Nano()
-			ctime = max(ctime, st.Ctim.Nano())
+		if err := f.statStaging(rec, &st); err != nil {
+			return err
 		}
+		a.Size, a.Blocks = uint64(st.Size), uint64(st.Blocks)
+		atime, mtime = st.Atim.Nano(), st.Mtim.Nano()
+		ctime = max(ctime, st.Ctim.Nano())
 	}
 	a.Atime, a.Atimensec = uint64(atime/1e9), uint32(atime%1e9)
 	a.Mtime, a.Mtimensec = uint64(mtime/1e9), uint32(mtime%1e9)
 	a.Ctime, a.Ctimensec = uint64(ctime/1e9), uint32(ctime%1e9)
+	return nil
+}
+
+// loadAttr reads inode ino (looked up by name in parent, if name is not
+// empty) and its attributes, reading again if a seal moved the content
+// from staging to chunks in between.
+func (f *FS) loadAttr(parent uint64, name string, a *fuse.Attr) (*index.Inode, error) {
+	for try := 0; ; try++ {
+		var rec *index.Inode
+		err := f.store.Index.View(func(tx *index.Tx) error {
+			ino := parent
+			if name != "" {
+				d, err := tx.Lookup(parent, name)
+				if err != nil {
+					return err
+				}
+				ino = d.Ino
+			}
+			var err error
+			rec, err = tx.Inode(ino)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		err = f.fillAttr(rec, a)
+		if !errors.Is(err, os.ErrNotExist) || try == 2 {
+			return rec, err
+		}
+	}
 }
 
 // statStaging stats the staging file of rec, through its open descriptor

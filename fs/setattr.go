@@ -18,7 +18,11 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	if err != nil {
 		return errno(err)
 	}
-	n.fs.fillAttr(rec, &out.Attr) // after st.mu is released: it may stat the staging file
+	// After st.mu is released: fillAttr may stat the open staging file.
+	if err := n.fs.fillAttr(rec, &out.Attr); err != nil {
+		_, err = n.fs.loadAttr(n.ino(), "", &out.Attr)
+		return errno(err)
+	}
 	return 0
 }
 
