@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
 )
 
@@ -17,10 +18,10 @@ type file struct {
 	refs int // acquire calls not yet released; guarded by FS.mu
 	mu   sync.RWMutex
 
-	opens    int      // open handles
-	cached   int      // handles opened on sealed content, served via the page cache
-	staging  *os.File // the staging file while handles are open on it
-	sealed   *manifest.Manifest
+	opens   int      // open handles
+	cached  int      // handles opened on sealed content, served via the page cache
+	staging *os.File // the staging file while handles are open on it
+	sealed  *manifest.Manifest
 	gen     uint64
 	warm    bool // the kernel's page cache holds the current sealed content
 	// stagingNamed is set once the staging directory was synced after the
@@ -59,4 +60,20 @@ func (f *FS) lookupFile(ino uint64) *file {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.files[ino]
+}
+
+// known records that the kernel holds a node for inode ino.
+func (f *FS) known(ino uint64) {
+	f.mu.Lock()
+	f.kernelKnows[ino] = struct{}{}
+	f.mu.Unlock()
+}
+
+// forgotten records that the kernel dropped its node for rec's inode, and
+// reaps the inode if it has no name left.
+func (f *FS) forgotten(rec *index.Inode) {
+	f.mu.Lock()
+	delete(f.kernelKnows, rec.Ino)
+	f.mu.Unlock()
+	f.reapIfUnused(rec)
 }

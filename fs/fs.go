@@ -56,8 +56,9 @@ type FS struct {
 	store *store.Store
 	opts  Options
 
-	mu    sync.Mutex
-	files map[uint64]*file
+	mu          sync.Mutex
+	files       map[uint64]*file
+	kernelKnows map[uint64]struct{} // inodes the kernel holds a node for
 
 	sealMu     sync.Mutex
 	sealTimers map[uint64]*time.Timer
@@ -72,7 +73,7 @@ func New(s *store.Store, opts Options, pending []uint64) (*FS, gofs.InodeEmbedde
 	if opts.Sealers <= 0 {
 		opts.Sealers = 1
 	}
-	f := &FS{store: s, opts: opts, files: map[uint64]*file{},
+	f := &FS{store: s, opts: opts, files: map[uint64]*file{}, kernelKnows: map[uint64]struct{}{},
 		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
 	for _, ino := range pending {
 		f.scheduleSeal(ino)

@@ -306,7 +306,10 @@ func (f *FS) afterLastClose(ino uint64) {
 }
 
 // reapIfUnused deletes an inode that lost its last name, unless a handle
-// still has it open; the last Release reaps it then.
+// still has it open or the kernel still knows it (a process may have looked
+// it up and be about to open it, as on a local filesystem); the last
+// Release or the kernel's FORGET reaps it then. After a crash, Open of the
+// store reaps what is left (index orphans).
 func (f *FS) reapIfUnused(rec *index.Inode) {
 	if rec == nil || rec.Nlink > 0 {
 		return
@@ -315,7 +318,10 @@ func (f *FS) reapIfUnused(rec *index.Inode) {
 	defer f.release(st)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.opens > 0 {
+	f.mu.Lock()
+	_, known := f.kernelKnows[rec.Ino]
+	f.mu.Unlock()
+	if st.opens > 0 || known {
 		return
 	}
 	var staging uint64

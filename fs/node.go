@@ -39,6 +39,7 @@ var (
 	_ = (gofs.NodeStatfser)((*node)(nil))
 	_ = (gofs.NodeOnAdder)((*node)(nil))
 	_ = (gofs.NodeFsyncer)((*node)(nil))
+	_ = (gofs.NodeOnForgetter)((*node)(nil))
 )
 
 // Fsync of a file syncs its handle; of a directory (fsync of the directory
@@ -75,7 +76,17 @@ func (n *node) inode() (*index.Inode, error) {
 // newChild returns the go-fuse inode for rec, whose attributes are in out,
 // creating its node if the kernel does not know it yet.
 func (n *node) newChild(ctx context.Context, rec *index.Inode, out *fuse.EntryOut) *gofs.Inode {
-	return n.NewInode(ctx, &node{fs: n.fs}, gofs.StableAttr{Mode: rec.Mode & syscall.S_IFMT, Ino: rec.Ino})
+	ch := n.NewInode(ctx, &node{fs: n.fs}, gofs.StableAttr{Mode: rec.Mode & syscall.S_IFMT, Ino: rec.Ino})
+	n.fs.known(rec.Ino)
+	return ch
+}
+
+// OnForget runs when the kernel has dropped the inode: one that lost its
+// last name can go now.
+func (n *node) OnForget() {
+	if rec, err := n.inode(); err == nil {
+		n.fs.forgotten(rec)
+	}
 }
 
 // newEntry fills out with a freshly made inode's attributes and returns
@@ -350,10 +361,21 @@ func (f *FS) fillAttr(rec *index.Inode, a *fuse.Attr) error {
 		atime, mtime = st.Atim.Nano(), st.Mtim.Nano()
 		ctime = max(ctime, st.Ctim.Nano())
 	}
-	a.Atime, a.Atimensec = uint64(atime/1e9), uint32(atime%1e9)
-	a.Mtime, a.Mtimensec = uint64(mtime/1e9), uint32(mtime%1e9)
-	a.Ctime, a.Ctimensec = uint64(ctime/1e9), uint32(ctime%1e9)
+	a.Atime, a.Atimensec = splitTime(atime)
+	a.Mtime, a.Mtimensec = splitTime(mtime)
+	a.Ctime, a.Ctimensec = splitTime(ctime)
 	return nil
+}
+
+// splitTime turns nanoseconds since the epoch into the seconds (two's
+// complement for times before 1970) and the non-negative nanoseconds the
+// kernel takes.
+func splitTime(ns int64) (uint64, uint32) {
+	sec, nsec := ns/1e9, ns%1e9
+	if nsec < 0 {
+		sec, nsec = sec-1, nsec+1e9
+	}
+	return uint64(sec), uint32(nsec)
 }
 
 // loadAttr reads inode ino (looked up by name in parent, if name is not

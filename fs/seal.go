@@ -8,22 +8,28 @@ import (
 	"github.com/statefs/statefs/index"
 )
 
+// sealRetryDelay is how long a seal that failed (a full disk, say) waits
+// before it is tried again; the content stays in staging meanwhile.
+const sealRetryDelay = 30 * time.Second
+
 // scheduleSeal seals inode ino once it has stayed closed for the seal
 // delay; a later call restarts the wait.
-func (f *FS) scheduleSeal(ino uint64) {
+func (f *FS) scheduleSeal(ino uint64) { f.scheduleSealAfter(ino, f.opts.SealDelay) }
+
+func (f *FS) scheduleSealAfter(ino uint64, delay time.Duration) {
 	f.sealMu.Lock()
 	defer f.sealMu.Unlock()
 	if f.closed.Load() {
 		return
 	}
 	if t, ok := f.sealTimers[ino]; ok && t.Stop() {
-		t.Reset(f.opts.SealDelay)
+		t.Reset(delay)
 		return
 	}
 	// Each armed timer counts once in f.sealing; seal or Shutdown ends it.
 	f.sealing.Add(1)
 	var t *time.Timer
-	t = time.AfterFunc(f.opts.SealDelay, func() { f.seal(ino, t) })
+	t = time.AfterFunc(delay, func() { f.seal(ino, t) })
 	f.sealTimers[ino] = t
 }
 
@@ -54,7 +60,8 @@ func (f *FS) seal(ino uint64, t *time.Timer) {
 	start := time.Now()
 	x, err := f.store.Seal(ino)
 	if err != nil {
-		slog.Error("sealing failed; the file stays in staging", "inode", ino, "err", err)
+		slog.Error("sealing failed; the file stays in staging", "inode", ino, "err", err, "retry_in", sealRetryDelay)
+		f.scheduleSealAfter(ino, sealRetryDelay)
 		return
 	}
 	if x == nil {
@@ -69,7 +76,8 @@ func (f *FS) seal(ino uint64, t *time.Timer) {
 	switch {
 	case errors.Is(err, index.ErrStale), errors.Is(err, index.ErrNotFound):
 	case err != nil:
-		slog.Error("committing seal failed; the file stays in staging", "inode", ino, "err", err)
+		slog.Error("committing seal failed; the file stays in staging", "inode", ino, "err", err, "retry_in", sealRetryDelay)
+		f.scheduleSealAfter(ino, sealRetryDelay)
 	default:
 		st.sealed = nil
 		slog.Debug("sealed", "inode", ino, "bytes", x.Manifest.Size, "extents", len(x.Manifest.Extents),
