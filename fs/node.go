@@ -93,7 +93,10 @@ func (n *node) OnForget() {
 // its node.
 func (n *node) newEntry(ctx context.Context, rec *index.Inode, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if err := n.fs.fillAttr(rec, &out.Attr); err != nil {
-		return nil, errno(err)
+		// A seal removed the staging file after rec was read.
+		if rec, err = n.fs.loadAttr(rec.Ino, "", &out.Attr); err != nil {
+			return nil, errno(err)
+		}
 	}
 	return n.newChild(ctx, rec, out), 0
 }

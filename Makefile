@@ -1,0 +1,51 @@
+# statefs build, test and local run. `make test` is what CI runs (see .ci/run).
+
+# Go lives in /usr/local/go on the CI image; the integration tests also run `go build`.
+export PATH := $(PATH):/usr/local/go/bin
+GO       ?= go
+BIN      := bin/statefs
+VAR      := $(CURDIR)/var
+STORE    := $(VAR)/store
+MNT      := $(VAR)/mnt
+
+.PHONY: all build test test-deps vet run clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/statefs
+
+# test-deps installs the RocksDB tools (db_bench, ldb) that test/rocksdb_test.go
+# drives as a real client. It only touches the system when they are missing.
+test-deps:
+	@if command -v db_bench >/dev/null 2>&1 && command -v ldb >/dev/null 2>&1; then \
+		exit 0; \
+	fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "make test: db_bench/ldb are missing and installing rocksdb-tools needs root (run as root, or: sudo apt-get install -y rocksdb-tools)" >&2; \
+		exit 1; \
+	fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+		echo "make test: db_bench/ldb are missing and apt-get is not available to install rocksdb-tools" >&2; \
+		exit 1; \
+	fi; \
+	echo "installing rocksdb-tools (db_bench, ldb)"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get -o DPkg::Lock::Timeout=300 update -q && apt-get -o DPkg::Lock::Timeout=300 install -y -q rocksdb-tools </dev/null || { \
+		echo "make test: apt-get install rocksdb-tools failed" >&2; exit 1; }
+
+vet:
+	$(GO) vet ./...
+
+test: test-deps vet
+	$(GO) test -count=1 -timeout 18m ./...
+
+# run mounts a store under ./var in the foreground; Ctrl-C (or umount) stops it.
+run: build
+	@mkdir -p $(STORE) $(MNT)
+	@echo "statefs: store $(STORE)"
+	@echo "statefs: mounting on $(MNT); stop with Ctrl-C, kill -TERM <pid>, or: umount $(MNT)"
+	$(CURDIR)/$(BIN) mount --store $(STORE) $(MNT)
+
+clean:
+	rm -rf bin
