@@ -41,8 +41,8 @@ func inoNameKey(prefix byte, ino uint64, name string) []byte {
 }
 
 func hashKey(prefix byte, h []byte) []byte { return append([]byte{prefix}, h...) }
-func seqKey(name string) []byte             { return append([]byte{prefixSeq}, name...) }
-func versionKey() []byte                    { return []byte{prefixVersion} }
+func seqKey(name string) []byte            { return append([]byte{prefixSeq}, name...) }
+func versionKey() []byte                   { return []byte{prefixVersion} }
 
 func (tx *Tx) get(key []byte) ([]byte, error) {
 	item, err := tx.txn.Get(key)

@@ -61,31 +61,23 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 		}
 		return x, nil
 	}
-	if err := s.chunkFile(f, st.Size, x); err != nil {
+	if err := s.chunkFile(f, &st, x); err != nil {
 		return nil, fmt.Errorf("sealing inode %d: %w", ino, err)
 	}
 	return x, nil
 }
 
-// chunkFile stores the data regions of f (holes are skipped: they stay
-// holes in the manifest) as chunks.
-func (s *Store) chunkFile(f *os.File, size int64, x *Sealed) error {
-	fd := int(f.Fd())
+// chunkFile stores the content of f as chunks. A sparse file's holes stay
+// holes in the manifest: only its data regions are cut and stored.
+func (s *Store) chunkFile(f *os.File, st *unix.Stat_t, x *Sealed) error {
+	regions, err := dataRegions(f, st)
+	if err != nil {
+		return err
+	}
 	var buf []byte
-	for off := int64(0); off < size; {
-		start, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			return nil // only a hole remains
-		}
-		if err != nil {
-			return err
-		}
-		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
-		if err != nil {
-			return err
-		}
-		ch := cas.NewChunker(io.NewSectionReader(f, start, end-start))
-		pos := start
+	for _, r := range regions {
+		ch := cas.NewChunker(io.NewSectionReader(f, r[0], r[1]-r[0]))
+		pos := r[0]
 		for {
 			data, err := ch.Next(buf)
 			if err == io.EOF {
@@ -104,9 +96,42 @@ func (s *Store) chunkFile(f *os.File, size int64, x *Sealed) error {
 			x.Manifest.Extents = append(x.Manifest.Extents, manifest.Extent{Off: uint64(pos), Len: uint32(len(data)), Hash: h})
 			pos += int64(len(data))
 		}
-		off = end
 	}
 	return nil
+}
+
+// dataRegions lists the [start, end) byte ranges of f that hold data. A
+// file with as many blocks as bytes is one region. A sparse one is asked
+// with SEEK_DATA/SEEK_HOLE, after fdatasync: until its delayed allocations
+// are written back, a filesystem may report a hole where data waits in the
+// page cache (seen on ext4 while the caches were being dropped), and a
+// missed region would be lost data.
+func dataRegions(f *os.File, st *unix.Stat_t) ([][2]int64, error) {
+	if st.Blocks*512 >= st.Size {
+		return [][2]int64{{0, st.Size}}, nil
+	}
+	fd := int(f.Fd())
+	if err := unix.Fdatasync(fd); err != nil {
+		return nil, err
+	}
+	var regions [][2]int64
+	for off := int64(0); off < st.Size; {
+		start, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) || start >= st.Size {
+			break // only a hole remains
+		}
+		if err != nil {
+			return nil, err
+		}
+		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
+		if err != nil {
+			return nil, err
+		}
+		end = min(end, st.Size)
+		regions = append(regions, [2]int64{start, end})
+		off = end
+	}
+	return regions, nil
 }
 
 // CommitSeal makes the manifest of x the inode's content in one index

@@ -1,0 +1,274 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/store"
+)
+
+func TestOpenNewStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, pending := open(t, dir)
+	defer s.Close()
+	if len(pending) != 0 {
+		t.Errorf("new store has pending inodes %v", pending)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "FORMAT"))
+	if err != nil {
+		t.Fatalf("new store has no FORMAT: %v", err)
+	}
+	if got, want := strings.TrimSpace(string(b)), "statefs-store "+strconv.Itoa(store.FormatVersion); got != want {
+		t.Errorf("FORMAT = %q, want %q", got, want)
+	}
+	for _, sub := range []string{"index", "chunks", "staging"} {
+		if fi, err := os.Stat(filepath.Join(dir, sub)); err != nil || !fi.IsDir() {
+			t.Errorf("new store has no %s directory: %v", sub, err)
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("store directory mode %v, %v: it holds every user's data, so only its owner may enter", fi.Mode(), err)
+	}
+}
+
+func TestOpenEmptyExistingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := open(t, dir)
+	s.Close()
+	if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
+		t.Errorf("store in an empty directory has no FORMAT: %v", err)
+	}
+}
+
+func TestOpenNeedsParent(t *testing.T) {
+	if s, _, err := store.Open(filepath.Join(t.TempDir(), "missing", "store")); err == nil {
+		s.Close()
+		t.Error("Open created a store whose parent does not exist")
+	}
+}
+
+func TestOpenTwiceIsInUse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, _ := open(t, dir)
+	s2, _, err := store.Open(dir)
+	if err == nil {
+		s2.Close()
+		s.Close()
+		t.Fatal("a second Open of a store in use succeeded")
+	}
+	if !errors.Is(err, store.ErrInUse) {
+		t.Errorf("second Open = %v, want ErrInUse", err)
+	}
+	if !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+		t.Errorf("ErrInUse message %q does not name the holder, pid %d", err, os.Getpid())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = open(t, dir)
+	s.Close()
+}
+
+// snapshot records every name, size, mode and modification time under dir
+// and the content of its small files.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		v := fmt.Sprint(fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		if fi.Mode().IsRegular() && fi.Size() < 1<<16 {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + string(b)
+		}
+		m[p] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestOpenRefusesForeignDirectories(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup prepares dir, which exists and holds a closed store if
+		// store is set.
+		store  bool
+		setup  func(dir string) error
+		errHas string
+	}{
+		{
+			name: "FORMAT of a newer version", store: true,
+			setup: func(dir string) error {
+				return os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("statefs-store 2\n"), 0o600)
+			},
+			errHas: "version 2",
+		},
+		{
+			name: "FORMAT of version 0", store: true,
+			setup: func(dir string) error {
+				return os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("statefs-store 0\n"), 0o600)
+			},
+			errHas: "version 0",
+		},
+		{
+			name: "FORMAT of something else", store: true,
+			setup:  func(dir string) error { return os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("ext4\n"), 0o600) },
+			errHas: "not a statefs store",
+		},
+		{
+			name:   "a non-empty directory without FORMAT",
+			setup:  func(dir string) error { return os.WriteFile(filepath.Join(dir, "precious"), []byte("data"), 0o600) },
+			errHas: "not empty",
+		},
+		{
+			name:   "a directory holding only an empty directory",
+			setup:  func(dir string) error { return os.Mkdir(filepath.Join(dir, "sub"), 0o700) },
+			errHas: "not empty",
+		},
+		{
+			name: "a store whose FORMAT was lost", store: true,
+			setup:  func(dir string) error { return os.Remove(filepath.Join(dir, "FORMAT")) },
+			errHas: "not empty",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			if tc.store {
+				s, _ := open(t, dir)
+				addContent(t, s, "f", []byte("hello"))
+				s.Close()
+			} else if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.setup(dir); err != nil {
+				t.Fatal(err)
+			}
+			// Make a change of a modification time visible.
+			time.Sleep(10 * time.Millisecond)
+			before := snapshot(t, dir)
+			s, _, err := store.Open(dir)
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.errHas) {
+				t.Errorf("Open = %q, want a message with %q", err, tc.errHas)
+			}
+			if after := snapshot(t, dir); !reflect.DeepEqual(after, before) {
+				t.Errorf("refused Open changed the directory:\nbefore %v\nafter  %v", before, after)
+			}
+		})
+	}
+}
+
+func TestOpenRecovers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, _ := open(t, dir)
+
+	// kept: a file still being written; its staging file is referenced.
+	kept, keptID := addContent(t, s, "kept", []byte("open for writing"))
+	// stray: a staging file created but never made any inode's content
+	// (a crash between NewStaging and the index commit).
+	strayID, f, err := s.NewStaging()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("stray"))
+	f.Close()
+	// foreign: a file nobody could have named.
+	if err := os.WriteFile(filepath.Join(dir, "staging", "not-a-staging-file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// orphan: unlinked while open, with staging content.
+	orphan, orphanID := addContent(t, s, "orphan", []byte("unlinked while open"))
+	// sealedOrphan: unlinked while open, with sealed content in chunks.
+	sealedOrphan, _ := addContent(t, s, "sealed-orphan", random(1<<20, 1))
+	m := seal(t, s, sealedOrphan)
+	err = s.Index.Update(func(tx *index.Tx) error {
+		for _, name := range []string{"orphan", "sealed-orphan"} {
+			if _, err := tx.Unlink(index.RootIno, name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon dies here with both orphans open.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, pending := open(t, dir)
+	defer s.Close()
+	if !slices.Equal(pending, []uint64{kept}) {
+		t.Errorf("pending = %v, want [%d] (the file with staging content)", pending, kept)
+	}
+	if got, want := stagingFiles(t, s), []string{filepath.Base(s.StagingPath(keptID))}; !slices.Equal(got, want) {
+		t.Errorf("staging files after recovery = %q, want %q", got, want)
+	}
+	for _, id := range []uint64{strayID, orphanID} {
+		if _, err := os.Stat(s.StagingPath(id)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("staging file %d survived recovery: %v", id, err)
+		}
+	}
+	if b, err := os.ReadFile(s.StagingPath(keptID)); err != nil || string(b) != "open for writing" {
+		t.Errorf("kept staging file = %q, %v", b, err)
+	}
+	err = s.Index.View(func(tx *index.Tx) error {
+		for _, ino := range []uint64{orphan, sealedOrphan} {
+			if _, err := tx.Inode(ino); !errors.Is(err, index.ErrNotFound) {
+				t.Errorf("orphan %d after recovery: %v, want reaped", ino, err)
+			}
+		}
+		if o, err := tx.Orphans(); err != nil || len(o) != 0 {
+			t.Errorf("Orphans after recovery = %v, %v; want none", o, err)
+		}
+		for _, h := range m.Chunks() {
+			if n, err := tx.ChunkRefs(h); err != nil || n != 0 {
+				t.Errorf("chunk %s of the reaped orphan has %d references (%v), want 0", h, n, err)
+			}
+		}
+		if n, err := tx.CountStaging(); err != nil || n != 1 {
+			t.Errorf("CountStaging = %d, %v; want 1", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := getInode(t, s, kept); n.Staging != keptID {
+		t.Errorf("kept inode's staging = %d, want %d", n.Staging, keptID)
+	}
+
+	// Sealing a pending file after recovery works as before the crash.
+	if m := seal(t, s, kept); string(m.Inline) != "open for writing" {
+		t.Errorf("sealed pending file = %+v", m)
+	}
+	if files := stagingFiles(t, s); len(files) != 0 {
+		t.Errorf("staging files after sealing = %q, want none", files)
+	}
+}

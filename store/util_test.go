@@ -1,0 +1,185 @@
+package store_test
+
+import (
+	"bytes"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/store"
+)
+
+// open opens the store in dir; the caller closes it.
+func open(t *testing.T, dir string) (*store.Store, []uint64) {
+	t.Helper()
+	s, pending, err := store.Open(dir)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	return s, pending
+}
+
+// newStore opens a new store in a temporary directory, closed at the end of
+// the test.
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	s, _ := open(t, filepath.Join(t.TempDir(), "store"))
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// addFile creates a regular file called name in the root whose content is
+// a new staging file, filled by write, as the fs layer does for a new file.
+func addFile(t *testing.T, s *store.Store, name string, write func(f *os.File) error) (ino, staging uint64) {
+	t.Helper()
+	ino, err := s.Index.NewIno()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, f, err := s.NewStaging()
+	if err != nil {
+		t.Fatalf("NewStaging: %v", err)
+	}
+	if err := write(f); err != nil {
+		t.Fatalf("writing staging file: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Index.Update(func(tx *index.Tx) error {
+		now := index.Now()
+		n := &index.Inode{Ino: ino, Mode: syscall.S_IFREG | 0o644, Atime: now, Mtime: now, Ctime: now}
+		if err := tx.Create(index.RootIno, name, n); err != nil {
+			return err
+		}
+		_, err := tx.SetStaging(n, id)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("creating %s: %v", name, err)
+	}
+	return ino, id
+}
+
+// addContent is addFile for content written from offset 0.
+func addContent(t *testing.T, s *store.Store, name string, content []byte) (ino, staging uint64) {
+	t.Helper()
+	return addFile(t, s, name, func(f *os.File) error { _, err := f.Write(content); return err })
+}
+
+// seal seals inode ino and commits it, and returns its manifest as the
+// index now has it.
+func seal(t *testing.T, s *store.Store, ino uint64) *manifest.Manifest {
+	t.Helper()
+	x, err := s.Seal(ino)
+	if err != nil {
+		t.Fatalf("Seal(%d): %v", ino, err)
+	}
+	if x == nil {
+		t.Fatalf("Seal(%d) found no staging content", ino)
+	}
+	if err := s.CommitSeal(x); err != nil {
+		t.Fatalf("CommitSeal(%d): %v", ino, err)
+	}
+	return sealedManifest(t, s, ino)
+}
+
+func sealedManifest(t *testing.T, s *store.Store, ino uint64) *manifest.Manifest {
+	t.Helper()
+	var m *manifest.Manifest
+	err := s.Index.View(func(tx *index.Tx) (err error) { m, err = tx.Manifest(ino); return err })
+	if err != nil {
+		t.Fatalf("Manifest(%d): %v", ino, err)
+	}
+	return m
+}
+
+func getInode(t *testing.T, s *store.Store, ino uint64) *index.Inode {
+	t.Helper()
+	var n *index.Inode
+	if err := s.Index.View(func(tx *index.Tx) (err error) { n, err = tx.Inode(ino); return err }); err != nil {
+		t.Fatalf("Inode(%d): %v", ino, err)
+	}
+	return n
+}
+
+// readAll reads the whole sealed content of ino through ReadAt, in pieces
+// of an odd size so that reads straddle chunk boundaries.
+func readAll(t *testing.T, s *store.Store, ino uint64, m *manifest.Manifest) []byte {
+	t.Helper()
+	var out []byte
+	buf := make([]byte, 777_777)
+	for off := int64(0); ; {
+		n, err := s.ReadAt(ino, m, buf, off)
+		if err != nil {
+			t.Fatalf("ReadAt(%d): %v", off, err)
+		}
+		if n == 0 {
+			return out
+		}
+		out = append(out, buf[:n]...)
+		off += int64(n)
+	}
+}
+
+// random returns n bytes that do not compress.
+func random(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)})
+	r.Read(b)
+	return b
+}
+
+// text returns n bytes that compress well.
+func text(n int) []byte {
+	line := []byte("key=00000042 value=checkpoint state of operator map-1, subtask 3\n")
+	return bytes.Repeat(line, n/len(line)+1)[:n]
+}
+
+// chunkFiles lists the chunk files under the store's chunks directory.
+func chunkFiles(t *testing.T, s *store.Store) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(filepath.Join(s.Dir, "chunks"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() && !strings.HasPrefix(d.Name(), ".") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func stagingFiles(t *testing.T, s *store.Store) []string {
+	t.Helper()
+	es, err := os.ReadDir(filepath.Join(s.Dir, "staging"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func fileContent(t *testing.T, f *os.File) []byte {
+	t.Helper()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
