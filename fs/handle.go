@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"syscall"
 
@@ -20,6 +21,7 @@ import (
 // sealed content it reads verified chunks.
 type handle struct {
 	fs          *FS
+	node        *node
 	st          *file
 	staging     *os.File // nil for a handle on sealed content
 	passthrough bool
@@ -47,6 +49,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		n.fs.release(st)
 		return nil, 0, errno(err)
 	}
+	h.node = n
 	return h, fuseFlags, 0
 }
 
@@ -184,13 +187,15 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	st.opens++
 	st.gen++
 	h := &handle{fs: n.fs, st: st, staging: sf, passthrough: n.fs.opts.Passthrough}
+	// h.node is set below, once the node exists.
 	st.mu.Unlock()
-	node, e := n.newEntry(ctx, rec, out)
+	ch, e := n.newEntry(ctx, rec, out)
 	if e != 0 {
 		h.Release(ctx)
 		return nil, nil, 0, e
 	}
-	return node, h, 0, 0
+	h.node = ch.Operations().(*node)
+	return ch, h, 0, 0
 }
 
 func (h *handle) PassthroughFd() (int, bool) {
@@ -214,6 +219,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	}
 	n, err := h.fs.store.ReadAt(h.st.ino, h.st.sealed, dest, off)
 	if err != nil {
+		slog.Error("unreadable content", "file", h.node.Path(nil), "err", err)
 		return nil, errno(err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0

@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"log/slog"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
@@ -49,8 +48,8 @@ func (r *reader) chunk(h cas.Hash) ([]byte, error) {
 
 // ReadAt fills dst with the content of m at off and returns how many bytes
 // it filled (fewer at the end of the file). Holes read as zeros. A chunk
-// that is missing or fails its hash fails the read and is logged with the
-// file's inode (DESIGN invariant 5): never wrong bytes.
+// that is missing or fails its hash fails the read with an error naming the
+// chunk (DESIGN invariant 5): never wrong bytes.
 func (s *Store) ReadAt(ino uint64, m *manifest.Manifest, dst []byte, off int64) (int, error) {
 	if off < 0 || uint64(off) >= m.Size {
 		return 0, nil
@@ -74,19 +73,13 @@ func (s *Store) ReadAt(ino uint64, m *manifest.Manifest, dst []byte, off int64) 
 		}
 		b, err := s.reader.chunk(e.Hash)
 		if err != nil {
-			slog.Error("unreadable chunk", "chunk", e.Hash.String(), "inode", ino, "offset", e.Off, "err", err)
-			return 0, fmt.Errorf("inode %d: %w", ino, err)
+			return 0, fmt.Errorf("inode %d at offset %d: %w", ino, e.Off, err)
 		}
 		if len(b) != int(e.Len) {
-			err := fmt.Errorf("chunk %s has %d bytes, manifest says %d", e.Hash, len(b), e.Len)
-			slog.Error("unreadable chunk", "chunk", e.Hash.String(), "inode", ino, "err", err)
-			return 0, fmt.Errorf("inode %d: %w", ino, err)
+			return 0, fmt.Errorf("inode %d at offset %d: %w: chunk %s has %d bytes, manifest says %d",
+				ino, e.Off, cas.ErrCorrupt, e.Hash, len(b), e.Len)
 		}
 		pos += uint64(copy(dst[pos-uint64(off):], b[pos-e.Off:]))
 	}
 	return n, nil
-}
-
-func logError(msg string, err error, args ...any) {
-	slog.Error(msg, append(args, "err", err)...)
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,7 +48,7 @@ func (s *Store) RemoveStaging(id uint64) {
 		return
 	}
 	if err := os.Remove(s.StagingPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		logError("removing staging file", err, "id", strconv.FormatUint(id, 16))
+		slog.Error("removing staging file", "id", strconv.FormatUint(id, 16), "err", err)
 	}
 }
 

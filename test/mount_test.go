@@ -71,9 +71,14 @@ type Mount struct {
 // the mount removed when the test ends.
 func mountFS(t testing.TB, extra ...string) *Mount {
 	t.Helper()
+	return mountStore(t, filepath.Join(t.TempDir(), "store"), extra...)
+}
+
+// mountStore is mountFS with the store at a path of the test's choosing.
+func mountStore(t testing.TB, store string, extra ...string) *Mount {
+	t.Helper()
 	requireFUSE(t)
-	base := t.TempDir()
-	m := &Mount{t: t, Store: filepath.Join(base, "store"), Dir: filepath.Join(base, "mnt"), Args: extra}
+	m := &Mount{t: t, Store: store, Dir: filepath.Join(t.TempDir(), "mnt"), Args: extra}
 	if err := os.Mkdir(m.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

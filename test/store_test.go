@@ -1,0 +1,143 @@
+package test
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// chunkBytes is the disk space the store's chunk files take.
+func chunkBytes(t testing.TB, m *Mount) int64 {
+	t.Helper()
+	var total int64
+	err := filepath.WalkDir(filepath.Join(m.Store, "chunks"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			total += info.Size()
+		}
+		return err
+	})
+	require.NoError(t, err)
+	return total
+}
+
+// Two copies of the same 64 MiB SST cost the disk one copy; text-like
+// content is compressed.
+func TestStoreDedupAndCompression(t *testing.T) {
+	m := mountFS(t, "--seal-delay", "0")
+	sst := pseudoRandom(64<<20, 1)
+	putFile(t, m.Path("a.sst"), sst, 0o644)
+	require.NoError(t, os.Mkdir(m.Path("chk"), 0o755))
+	putFile(t, m.Path("chk", "a-copy.sst"), sst, 0o644)
+	waitAllSealed(t, m)
+	used := chunkBytes(t, m)
+	require.LessOrEqual(t, used, int64(len(sst))*105/100, "two copies of 64 MiB take %d bytes of chunks", used)
+	require.GreaterOrEqual(t, used, int64(len(sst)), "incompressible content cannot take less than itself")
+
+	text := bytes.Repeat([]byte("key=value;timestamp=1796011008;operator=window-agg\n"), 300_000)
+	putFile(t, m.Path("log.txt"), text, 0o644)
+	waitAllSealed(t, m)
+	grew := chunkBytes(t, m) - used
+	require.Less(t, grew, int64(len(text))/4, "%d bytes of text took %d bytes of chunks", len(text), grew)
+
+	m.Restart()
+	requireContent(t, m.Path("chk", "a-copy.sst"), sst)
+	requireContent(t, m.Path("log.txt"), text)
+}
+
+// A corrupt chunk gives EIO and a log line naming the chunk and the file,
+// never wrong bytes (DESIGN invariant 5).
+func TestStoreCorruptChunkGivesEIO(t *testing.T) {
+	m := mountFS(t, "--seal-delay", "0")
+	data := pseudoRandom(6<<20, 2)
+	putFile(t, m.Path("victim"), data, 0o644)
+	waitAllSealed(t, m)
+	m.Unmount() // no chunk or page stays cached
+
+	var chunk string
+	err := filepath.WalkDir(filepath.Join(m.Store, "chunks"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && chunk == "" {
+			chunk = p
+		}
+		return err
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, chunk)
+	b, err := os.ReadFile(chunk)
+	require.NoError(t, err)
+	b[len(b)/2] ^= 0x40
+	require.NoError(t, os.WriteFile(chunk, b, 0o600))
+
+	m.Start()
+	_, err = os.ReadFile(m.Path("victim"))
+	require.True(t, errors.Is(err, syscall.EIO), "reading a file with a corrupt chunk: %v", err)
+	hash := filepath.Base(chunk)
+	require.Contains(t, m.Log(), hash, "the log names the chunk")
+	require.True(t, strings.Contains(m.Log(), "victim"), "the log names the file:\n%s", m.Log())
+}
+
+// A full disk gives the writer ENOSPC; what was written before stays, the
+// daemon keeps serving, and the store is usable again once space is freed.
+func TestStoreFullDisk(t *testing.T) {
+	requireFUSE(t)
+	disk := t.TempDir()
+	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, "size=160m"); err != nil {
+		t.Fatalf("mounting a small tmpfs for the store: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(disk, unix.MNT_DETACH) })
+	m := mountStore(t, filepath.Join(disk, "store"), "--seal-delay", "0")
+
+	keep := pseudoRandom(1<<20, 3)
+	putFile(t, m.Path("keep"), keep, 0o644)
+	waitAllSealed(t, m)
+
+	f, err := os.Create(m.Path("filler"))
+	require.NoError(t, err)
+	block := pseudoRandom(1<<20, 4)
+	var werr error
+	for i := 0; i < 400 && werr == nil; i++ {
+		_, werr = f.Write(block)
+	}
+	if werr == nil {
+		werr = f.Sync()
+	}
+	f.Close()
+	requireSysErr(t, werr, syscall.ENOSPC, syscall.EDQUOT)
+
+	requireContent(t, m.Path("keep"), keep)
+	require.NoError(t, os.Remove(m.Path("filler")))
+	// The space comes back once the kernel forgets the unlinked inode.
+	deadline := time.Now().Add(10 * time.Second)
+	for freeBytes(t, m.Dir) < 100<<20 {
+		require.True(t, time.Now().Before(deadline), "unlinking the filler freed no space within 10s")
+		time.Sleep(10 * time.Millisecond)
+	}
+	fresh := pseudoRandom(8<<20, 5)
+	putFile(t, m.Path("fresh"), fresh, 0o644)
+	waitAllSealed(t, m)
+
+	m.Restart()
+	requireContent(t, m.Path("keep"), keep)
+	requireContent(t, m.Path("fresh"), fresh)
+	_, err = os.Stat(m.Path("filler"))
+	require.True(t, errors.Is(err, fs.ErrNotExist))
+}
+
+func freeBytes(t testing.TB, path string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	require.NoError(t, unix.Statfs(path, &st))
+	return int64(st.Bavail) * st.Bsize
+}
