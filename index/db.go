@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -44,6 +45,12 @@ type DB struct {
 	writeMu sync.Mutex
 	inos    *badger.Sequence
 	staging *badger.Sequence
+
+	// commits counts committed updates; synced is the count the last Sync
+	// covered, so that a Sync with nothing new to flush costs nothing (a
+	// WAL appended and fsync'd in a loop changes no index entry).
+	commits atomic.Uint64
+	synced  atomic.Uint64
 }
 
 // Open opens or creates the index in dir.
@@ -110,7 +117,21 @@ func (db *DB) Close() error {
 }
 
 // Sync makes every committed transaction durable against power loss.
-func (db *DB) Sync() error { return db.bdb.Sync() }
+func (db *DB) Sync() error {
+	n := db.commits.Load()
+	if db.synced.Load() >= n {
+		return nil
+	}
+	if err := db.bdb.Sync(); err != nil {
+		return err
+	}
+	for {
+		old := db.synced.Load()
+		if old >= n || db.synced.CompareAndSwap(old, n) {
+			return nil
+		}
+	}
+}
 
 // NewIno allocates an inode number never handed out before.
 func (db *DB) NewIno() (uint64, error) {
@@ -142,6 +163,7 @@ func (db *DB) Update(fn func(*Tx) error) error {
 	if err := txn.Commit(); err != nil {
 		return fmt.Errorf("committing index transaction: %w", err)
 	}
+	db.commits.Add(1)
 	return nil
 }
 
