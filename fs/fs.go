@@ -49,12 +49,15 @@ type Options struct {
 	Passthrough bool
 	// Sealers bounds how many files are sealed at once.
 	Sealers int
+	// Rules say who owns a path; nil means Flink's layout.
+	Rules *manifest.Rules
 }
 
 // FS is the state one mount shares between its nodes.
 type FS struct {
 	store *store.Store
 	opts  Options
+	rules *manifest.Rules
 
 	mu          sync.Mutex
 	files       map[uint64]*file
@@ -73,7 +76,10 @@ func New(s *store.Store, opts Options, pending []uint64) (*FS, gofs.InodeEmbedde
 	if opts.Sealers <= 0 {
 		opts.Sealers = 1
 	}
-	f := &FS{store: s, opts: opts, files: map[uint64]*file{}, kernelKnows: map[uint64]struct{}{},
+	if opts.Rules == nil {
+		opts.Rules = manifest.FlinkRules()
+	}
+	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, kernelKnows: map[uint64]struct{}{},
 		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
 	for _, ino := range pending {
 		f.scheduleSeal(ino)

@@ -25,6 +25,7 @@ type handle struct {
 	st          *file
 	staging     *os.File // nil for a handle on sealed content
 	passthrough bool
+	writable    bool
 }
 
 var (
@@ -77,7 +78,8 @@ func (f *FS) open(st *file, flags uint32) (*handle, uint32, error) {
 			st.gen++
 		}
 		st.opens++
-		return &handle{fs: f, st: st, staging: st.staging, passthrough: f.opts.Passthrough && st.cached == 0}, 0, nil
+		return &handle{fs: f, st: st, staging: st.staging, writable: writable(flags),
+			passthrough: f.opts.Passthrough && st.cached == 0}, 0, nil
 	}
 	if st.sealed == nil {
 		if st.sealed, err = f.manifest(rec.Ino); err != nil {
@@ -186,7 +188,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	st.staging = sf
 	st.opens++
 	st.gen++
-	h := &handle{fs: n.fs, st: st, staging: sf, passthrough: n.fs.opts.Passthrough}
+	h := &handle{fs: n.fs, st: st, staging: sf, writable: true, passthrough: n.fs.opts.Passthrough}
 	// h.node is set below, once the node exists.
 	st.mu.Unlock()
 	ch, e := n.newEntry(ctx, rec, out)
@@ -284,6 +286,9 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	}
 	last := st.opens == 0
 	st.mu.Unlock()
+	if h.writable {
+		h.fs.noteWrite(st.ino)
+	}
 	if last {
 		h.fs.afterLastClose(st.ino)
 	}
@@ -308,6 +313,26 @@ func (f *FS) afterLastClose(ino uint64) {
 	}
 	if rec.Staging != 0 {
 		f.scheduleSeal(ino)
+	}
+}
+
+// noteWrite records in the job of inode ino, if it has one, that its state
+// was written: when a writer closes, not on every write (the write path
+// stays the kernel's).
+func (f *FS) noteWrite(ino uint64) {
+	err := f.store.Index.Update(func(tx *index.Tx) error {
+		rec, err := tx.Inode(ino)
+		if err != nil || rec.Owner == 0 {
+			return err
+		}
+		o, err := tx.Owner(rec.Owner)
+		if err != nil {
+			return err
+		}
+		return tx.NoteWrite(o, index.Now())
+	})
+	if err != nil && !errors.Is(err, index.ErrNotFound) {
+		slog.Error("noting a job's write", "inode", ino, "err", err)
 	}
 }
 

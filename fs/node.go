@@ -155,10 +155,18 @@ func (n *node) newInode(ctx context.Context, mode uint32) (*index.Inode, error) 
 }
 
 // create adds rec under name in this directory in one transaction, with
-// extra run inside it.
+// extra run inside it. The new inode's owner follows from its path
+// (manifest.Rules), and its job, if any, notes the write.
 func (n *node) create(name string, rec *index.Inode, extra func(*index.Tx) error) error {
-	return n.fs.store.Index.Update(func(tx *index.Tx) error {
+	owner := n.fs.rules.Owner(n.childPath(name))
+	return n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
+		if rec.Owner, err = tx.OwnerID(owner); err != nil {
+			return err
+		}
 		if err := tx.Create(n.ino(), name, rec); err != nil {
+			return err
+		}
+		if err := tx.NoteWrite(owner, rec.Ctime); err != nil {
 			return err
 		}
 		if extra != nil {
@@ -166,6 +174,15 @@ func (n *node) create(name string, rec *index.Inode, extra func(*index.Tx) error
 		}
 		return nil
 	})
+}
+
+// childPath is the path, relative to the mount root, of name in this
+// directory.
+func (n *node) childPath(name string) string {
+	if p := n.Path(nil); p != "" {
+		return p + "/" + name
+	}
+	return name
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -294,8 +311,17 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	var victim *index.Inode
 	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
-		victim, err = tx.Rename(n.ino(), name, np.ino(), newName, flags)
-		return err
+		if victim, err = tx.Rename(n.ino(), name, np.ino(), newName, flags); err != nil {
+			return err
+		}
+		// State that moves between owners changes owner with it.
+		if err := n.fs.reown(tx, np, newName); err != nil {
+			return err
+		}
+		if flags&index.RenameExchange != 0 {
+			return n.fs.reown(tx, n, name)
+		}
+		return nil
 	})
 	if err != nil {
 		return errno(err)
@@ -421,4 +447,14 @@ func (f *FS) statStaging(rec *index.Inode, st *unix.Stat_t) error {
 		}
 	}
 	return unix.Stat(f.store.StagingPath(rec.Staging), st)
+}
+
+// reown gives the inode now called name in dir, and its subtree, the
+// owners of their new paths.
+func (f *FS) reown(tx *index.Tx, dir *node, name string) error {
+	d, err := tx.Lookup(dir.ino(), name)
+	if err != nil {
+		return err
+	}
+	return tx.Reown(d.Ino, dir.childPath(name), f.rules)
 }

@@ -67,6 +67,7 @@ func (f *FS) seal(ino uint64, t *time.Timer) {
 	if x == nil {
 		return
 	}
+	defer x.Drop()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.opens > 0 || st.gen != gen {

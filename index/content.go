@@ -173,6 +173,13 @@ func (tx *Tx) Reap(ino uint64) (staging uint64, err error) {
 	if err := tx.del(inoKey(prefixOrphan, ino)); err != nil {
 		return 0, err
 	}
+	if job, err := tx.ownerJob(n.Owner); err != nil {
+		return 0, err
+	} else if job != "" {
+		if err := tx.del(jobRootKey(job, ino)); err != nil {
+			return 0, err
+		}
+	}
 	return n.Staging, tx.del(inoKey(prefixInode, ino))
 }
 
@@ -184,4 +191,23 @@ func (tx *Tx) CountStaging() (int, error) {
 		return true, nil
 	})
 	return n, err
+}
+
+// ForgetGarbage empties the list of chunks whose references fell to zero,
+// once a sweep removed them.
+func (tx *Tx) ForgetGarbage() error {
+	var keys [][]byte
+	err := tx.scan([]byte{prefixGarbage}, false, func(k, _ []byte) (bool, error) {
+		keys = append(keys, append([]byte{}, k...))
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := tx.del(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -45,6 +45,7 @@ type DB struct {
 	writeMu sync.Mutex
 	inos    *badger.Sequence
 	staging *badger.Sequence
+	owners  *badger.Sequence
 
 	// commits counts committed updates; synced is the count the last Sync
 	// covered, so that a Sync with nothing new to flush costs nothing (a
@@ -85,6 +86,12 @@ func Open(dir string) (*DB, error) {
 		bdb.Close()
 		return nil, err
 	}
+	if db.owners, err = bdb.GetSequence(seqKey("owner"), 64); err != nil {
+		db.inos.Release()
+		db.staging.Release()
+		bdb.Close()
+		return nil, err
+	}
 	return db, nil
 }
 
@@ -112,7 +119,7 @@ func (db *DB) init() error {
 
 // Close releases the sequences and closes badger.
 func (db *DB) Close() error {
-	err := errors.Join(db.inos.Release(), db.staging.Release())
+	err := errors.Join(db.inos.Release(), db.staging.Release(), db.owners.Release())
 	return errors.Join(err, db.bdb.Close())
 }
 
@@ -147,7 +154,7 @@ func (db *DB) NewStagingID() (uint64, error) {
 
 // View runs fn in a read-only transaction.
 func (db *DB) View(fn func(*Tx) error) error {
-	return db.bdb.View(func(txn *badger.Txn) error { return fn(&Tx{txn: txn}) })
+	return db.bdb.View(func(txn *badger.Txn) error { return fn(&Tx{txn: txn, db: db}) })
 }
 
 // Update runs fn in a read-write transaction and commits it if fn returns
@@ -157,7 +164,7 @@ func (db *DB) Update(fn func(*Tx) error) error {
 	defer db.writeMu.Unlock()
 	txn := db.bdb.NewTransaction(true)
 	defer txn.Discard()
-	if err := fn(&Tx{txn: txn}); err != nil {
+	if err := fn(&Tx{txn: txn, db: db}); err != nil {
 		return err
 	}
 	if err := txn.Commit(); err != nil {

@@ -32,6 +32,7 @@ type Inode struct {
 	// Staging, when not zero, names the staging file that holds the content;
 	// otherwise a regular file's content is its manifest (none: empty).
 	Staging uint64
+	Owner   uint64 // the interned owner (Tx.Owner); 0: unowned
 	Target  string // a symlink's target
 }
 
@@ -47,7 +48,7 @@ func Now() int64 { return time.Now().UnixNano() }
 const inodeV1 = 1
 
 // inodeFixed is the encoded length of everything but Target.
-const inodeFixed = 1 + 5*4 + 8 + 3*8 + 8 + 8
+const inodeFixed = 1 + 5*4 + 8 + 3*8 + 8 + 8 + 8
 
 func (n *Inode) marshal() []byte {
 	b := make([]byte, inodeFixed, inodeFixed+len(n.Target))
@@ -57,7 +58,7 @@ func (n *Inode) marshal() []byte {
 		binary.BigEndian.PutUint32(p, v)
 		p = p[4:]
 	}
-	for _, v := range []uint64{n.Size, uint64(n.Atime), uint64(n.Mtime), uint64(n.Ctime), n.Parent, n.Staging} {
+	for _, v := range []uint64{n.Size, uint64(n.Atime), uint64(n.Mtime), uint64(n.Ctime), n.Parent, n.Staging, n.Owner} {
 		binary.BigEndian.PutUint64(p, v)
 		p = p[8:]
 	}
@@ -75,7 +76,7 @@ func unmarshalInode(ino uint64, b []byte) (*Inode, error) {
 		p = p[4:]
 	}
 	var at, mt, ct uint64
-	for _, v := range []*uint64{&n.Size, &at, &mt, &ct, &n.Parent, &n.Staging} {
+	for _, v := range []*uint64{&n.Size, &at, &mt, &ct, &n.Parent, &n.Staging, &n.Owner} {
 		*v = binary.BigEndian.Uint64(p)
 		p = p[8:]
 	}

@@ -63,8 +63,9 @@ func (tx *Tx) touchDir(dir *Inode, now int64) {
 	dir.Mtime, dir.Ctime = now, now
 }
 
-// Create adds a new inode n (its Ino already allocated) under name in
-// parent. For a directory, n.Nlink and n.Parent are set here.
+// Create adds a new inode n (its Ino already allocated, its Owner
+// interned) under name in parent. For a directory, n.Nlink and n.Parent are
+// set here.
 func (tx *Tx) Create(parent uint64, name string, n *Inode) error {
 	p, err := tx.dir(parent)
 	if err != nil {
@@ -86,6 +87,9 @@ func (tx *Tx) Create(parent uint64, name string, n *Inode) error {
 		return err
 	}
 	if err := tx.putDirent(parent, Dirent{Name: name, Ino: n.Ino, Mode: n.Mode}); err != nil {
+		return err
+	}
+	if err := tx.indexRoot(n, p.Owner, ""); err != nil {
 		return err
 	}
 	return tx.PutInode(p)

@@ -10,6 +10,7 @@ import (
 // Tx is one index transaction; see DB.View and DB.Update.
 type Tx struct {
 	txn *badger.Txn
+	db  *DB
 }
 
 // Key prefixes. Integers are big-endian so that keys sort by number.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -25,7 +26,16 @@ type Sealed struct {
 	Manifest *manifest.Manifest
 	Mtime    int64
 	Stored   int64 // bytes of new chunks written to disk
+
+	// release lets Sweep run again; a Sealed holds the store's sweep lock
+	// from its first chunk until it is committed or dropped.
+	release sync.Once
+	unlock  func()
 }
+
+// Drop gives up a seal that will not be committed. Its new chunks are
+// garbage for the next sweep.
+func (x *Sealed) Drop() { x.release.Do(x.unlock) }
 
 // Seal cuts the staging content of inode ino into content-defined chunks,
 // stores the ones the store does not have yet, and returns the manifest.
@@ -52,16 +62,22 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, err
 	}
+	// The chunks this seal stores or finds already stored must not be swept
+	// before the manifest that refers to them is committed (DESIGN
+	// invariant 3): hold the sweep lock until then.
+	s.sweep.RLock()
 	x := &Sealed{Ino: ino, Staging: n.Staging, Mtime: st.Mtim.Nano(),
-		Manifest: &manifest.Manifest{Size: uint64(st.Size)}}
+		Manifest: &manifest.Manifest{Size: uint64(st.Size)}, unlock: s.sweep.RUnlock}
 	if st.Size <= InlineMax {
 		x.Manifest.Inline = make([]byte, st.Size)
 		if _, err := io.ReadFull(f, x.Manifest.Inline); err != nil {
+			x.Drop()
 			return nil, fmt.Errorf("sealing inode %d: %w", ino, err)
 		}
 		return x, nil
 	}
 	if err := s.chunkFile(f, &st, x); err != nil {
+		x.Drop()
 		return nil, fmt.Errorf("sealing inode %d: %w", ino, err)
 	}
 	return x, nil
@@ -138,6 +154,7 @@ func dataRegions(f *os.File, st *unix.Stat_t) ([][2]int64, error) {
 // transaction and removes the staging file. index.ErrStale if the inode
 // no longer refers to the staging file that was sealed.
 func (s *Store) CommitSeal(x *Sealed) error {
+	defer x.Drop()
 	err := s.Index.Update(func(tx *index.Tx) error {
 		return tx.Seal(x.Ino, x.Staging, x.Manifest, x.Mtime)
 	})

@@ -106,3 +106,8 @@ func (s *Store) SyncStagingDir() error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// StagingStat describes staging file id.
+func (s *Store) StagingStat(id uint64) (os.FileInfo, error) {
+	return os.Stat(s.StagingPath(id))
+}

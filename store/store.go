@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/statefs/statefs/cas"
@@ -36,6 +37,8 @@ type Store struct {
 	Chunks *cas.Store
 	lock   *os.File
 	reader *reader
+	// sweep orders Sweep against seals: seals share it, Sweep holds it alone.
+	sweep sync.RWMutex
 }
 
 // Open opens the store in dir, creating it (but not its parent) if it does

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/statefs/statefs/fs"
+	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
 )
 
@@ -29,6 +30,7 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "passthrough", Value: true, Usage: "let the kernel read and write open files directly (FUSE passthrough)"},
 			&cli.IntFlag{Name: "sealers", Value: 1, Usage: "files sealed at once"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
+			&cli.StringFlag{Name: "rules", Usage: "a rules `FILE` saying who owns which paths (default: Flink's layout)"},
 		},
 		OnUsageError: usageError,
 		Action:       runMount,
@@ -49,6 +51,18 @@ func runMount(c *cli.Context) error {
 	if err := checkMountpoint(mnt); err != nil {
 		return err
 	}
+	// Catch SIGTERM and SIGINT from here on: one that comes while mounting
+	// unmounts as soon as the mount exists, instead of killing the process
+	// and leaving a dead mount behind.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+	rules := manifest.FlinkRules()
+	if path := c.String("rules"); path != "" {
+		if rules, err = manifest.LoadRules(path); err != nil {
+			return err
+		}
+	}
 	s, pending, err := store.Open(c.String("store"))
 	if err != nil {
 		return err
@@ -58,6 +72,7 @@ func runMount(c *cli.Context) error {
 		SealDelay:   c.Duration("seal-delay"),
 		Passthrough: c.Bool("passthrough"),
 		Sealers:     c.Int("sealers"),
+		Rules:       rules,
 	}, pending)
 	server, err := gofs.Mount(mnt, root, fs.MountOptions(c.Bool("allow-other"), c.Bool("debug")))
 	if err != nil {
@@ -66,8 +81,6 @@ func runMount(c *cli.Context) error {
 	}
 	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(pending))
 
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		sig := <-signals
 		slog.Info("unmounting", "signal", sig.String())

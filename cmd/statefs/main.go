@@ -22,6 +22,9 @@ func main() {
 		Version: version,
 		Commands: []*cli.Command{
 			mountCommand(),
+			gcCommand(),
+			jobCommand(),
+			jobsCommand(),
 		},
 		OnUsageError: usageError,
 		// Errors are printed once, by main, as one line.

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/statefs/statefs/gc"
+)
+
+func gcCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "gc",
+		Usage: "remove the state of jobs confirmed gone, then chunks nothing refers to",
+		Flags: []cli.Flag{
+			storeFlag(),
+			&cli.StringSliceFlag{Name: "flink-url", Usage: "a Flink REST `URL` to ask about jobs (repeat for several clusters)"},
+			&cli.StringFlag{Name: "job-result-store", Usage: "Flink HA's job-result-store `DIR`, if reachable here"},
+			&cli.BoolFlag{Name: "not-found-is-gone", Usage: "let a 404 from every Flink URL count as gone (after the grace period)"},
+			&cli.DurationFlag{Name: "grace", Value: 10 * time.Minute, Usage: "how long gone must hold before state is removed"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print what would be removed and why, remove nothing"},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		},
+		Action: runGC,
+	}
+}
+
+// oracles builds the oracles the flags ask for.
+func oracles(c *cli.Context) []gc.Oracle {
+	var os []gc.Oracle
+	if urls := c.StringSlice("flink-url"); len(urls) > 0 {
+		os = append(os, &gc.FlinkREST{URLs: urls, NotFoundIsGone: c.Bool("not-found-is-gone")})
+	}
+	if dir := c.String("job-result-store"); dir != "" {
+		os = append(os, &gc.JobResultStore{Dir: dir})
+	}
+	return os
+}
+
+func runGC(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return fmt.Errorf("%w: gc takes no arguments", errUsage)
+	}
+	if c.Duration("grace") < 0 {
+		return fmt.Errorf("%w: --grace must not be negative", errUsage)
+	}
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	col := &gc.Collector{Store: s, Oracles: oracles(c), Grace: c.Duration("grace")}
+	report, err := col.Run(c.Context, c.Bool("dry-run"))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	verb := "removed"
+	if c.Bool("dry-run") {
+		verb = "would remove"
+	}
+	for _, v := range report.Verdicts {
+		fmt.Fprintf(c.App.Writer, "job %s: %s (%s)\n", v.Job, v.Verdict, v.Evidence)
+	}
+	for _, cand := range report.Collected {
+		fmt.Fprintf(c.App.Writer, "%s job %s: %d inodes, %d bytes (verdict %s since %s: %s); kept %d written after it\n",
+			verb, cand.Job.ID, cand.Inodes, cand.Bytes, cand.Verdict.Verdict, stamp(cand.Job.Since), cand.Verdict.Evidence, cand.Kept)
+	}
+	fmt.Fprintf(c.App.Writer, "%s %d chunks, %d bytes, in %s\n", verb, report.Swept.Chunks, report.Swept.Bytes, report.Took.Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/statefs/statefs/index"
+)
+
+func jobsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "jobs",
+		Usage: "list the jobs whose state the store holds, with their verdicts",
+		Flags: []cli.Flag{storeFlag(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return fmt.Errorf("%w: jobs takes no arguments", errUsage)
+			}
+			s, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			var jobs []*index.Job
+			err = s.Index.View(func(tx *index.Tx) (err error) {
+				jobs, err = tx.Jobs()
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(jobs)
+			}
+			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "JOB\tVERDICT\tSINCE\tLAST WRITE\tEXECUTORS\tEVIDENCE")
+			for _, j := range jobs {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Verdict, stamp(j.Since), stamp(j.LastWrite), len(j.Executors), j.Evidence)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func stamp(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,304 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/store"
+)
+
+// Collector removes the state of jobs confirmed gone, then sweeps the
+// chunks nothing refers to any more.
+//
+// The safety argument (DESIGN invariant 4): a job's state is deleted only
+// if the combined verdict of every oracle, the operator's word included,
+// has been Gone without a break for the grace period, and is Gone again
+// when asked right before the deletion; a Live answer from any oracle wins
+// over every Gone, and anything in doubt is Unknown, which keeps
+// everything. Only inodes last changed before the verdict began are
+// deleted, so a job id that is reused keeps its new state.
+type Collector struct {
+	Store   *store.Store
+	Oracles []Oracle
+	// Grace is how long Gone must hold before the state goes.
+	Grace time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Candidate is one job whose state a run removed (or, dry, would remove).
+type Candidate struct {
+	Job     index.Job  `json:"job"`
+	Verdict JobVerdict `json:"verdict"`
+	Inodes  int        `json:"inodes"`
+	Bytes   int64      `json:"bytes"` // logical bytes of the files removed
+	Kept    int        `json:"kept"`  // inodes kept: written after the verdict
+}
+
+// Report is what one run of the collector did.
+type Report struct {
+	Verdicts  []JobVerdict  `json:"verdicts"`
+	Collected []Candidate   `json:"collected"`
+	Swept     store.Swept   `json:"swept"`
+	Took      time.Duration `json:"took"`
+}
+
+func (c *Collector) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Run judges every job the index knows, removes the state of the
+// collectable ones, and sweeps chunks. With dryRun it changes nothing but
+// the recorded verdicts and reports what it would remove. A run killed at
+// any point leaves a consistent index (every step is one transaction) and
+// the next run picks up where it stopped.
+func (c *Collector) Run(ctx context.Context, dryRun bool) (Report, error) {
+	start := c.now()
+	var r Report
+	var jobs []*index.Job
+	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
+		jobs, err = tx.Jobs()
+		return err
+	})
+	if err != nil {
+		return r, err
+	}
+	for _, j := range jobs {
+		v, err := c.Judge(ctx, j.ID)
+		if err != nil {
+			return r, err
+		}
+		r.Verdicts = append(r.Verdicts, v)
+	}
+	for _, j := range jobs {
+		cand, ok, err := c.collect(ctx, j.ID, dryRun)
+		if err != nil {
+			return r, err
+		}
+		if ok {
+			r.Collected = append(r.Collected, cand)
+		}
+	}
+	if r.Swept, err = c.Store.Sweep(dryRun); err != nil {
+		return r, err
+	}
+	r.Took = c.now().Sub(start)
+	return r, nil
+}
+
+// Judge asks the oracles about job and records the combined verdict: its
+// evidence, and since when it has held without a break.
+func (c *Collector) Judge(ctx context.Context, job string) (JobVerdict, error) {
+	var rec *index.Job
+	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
+		rec, err = tx.Job(job)
+		return err
+	})
+	if err != nil {
+		return JobVerdict{}, err
+	}
+	v := Combine(ctx, job, append([]Oracle{operator{rec}}, c.Oracles...)...)
+	err = c.Store.Index.Update(func(tx *index.Tx) error {
+		j, err := tx.Job(job)
+		if err != nil {
+			return err
+		}
+		if j.Verdict != v.Verdict.String() || j.Since == 0 {
+			j.Since = v.At.UnixNano()
+			// The operator's word holds from when it was said: state written
+			// after it is never collected under it.
+			if v.Verdict == Gone && j.Operator == Gone.String() {
+				j.Since = min(j.Since, j.OperatorAt)
+			}
+		}
+		j.Verdict, j.Evidence, j.Oracle = v.Verdict.String(), v.Evidence, v.Oracle
+		j.CheckedAt = v.At.UnixNano()
+		return tx.PutJob(j)
+	})
+	return v, err
+}
+
+// collect removes the state of job if it is collectable: Gone for the
+// grace period and Gone again now.
+func (c *Collector) collect(ctx context.Context, job string, dryRun bool) (Candidate, bool, error) {
+	var rec *index.Job
+	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
+		rec, err = tx.Job(job)
+		return err
+	})
+	if err != nil {
+		return Candidate{}, false, err
+	}
+	if rec.Verdict != Gone.String() || c.now().Sub(time.Unix(0, rec.Since)) < c.Grace {
+		return Candidate{}, false, nil
+	}
+	v, err := c.Judge(ctx, job) // re-checked right before deletion
+	if err != nil || v.Verdict != Gone {
+		return Candidate{}, false, err
+	}
+	cand := Candidate{Job: *rec, Verdict: v}
+	var roots []uint64
+	err = c.Store.Index.View(func(tx *index.Tx) (err error) {
+		roots, err = tx.JobRoots(job)
+		return err
+	})
+	if err != nil {
+		return cand, false, err
+	}
+	for _, root := range roots {
+		if err := c.removeTree(root, rec.Since, dryRun, &cand); err != nil {
+			return cand, false, fmt.Errorf("collecting job %s: %w", job, err)
+		}
+	}
+	if !dryRun && cand.Kept == 0 {
+		err = c.Store.Index.Update(func(tx *index.Tx) error {
+			left, err := tx.JobRoots(job)
+			if err != nil || len(left) > 0 {
+				return err
+			}
+			return tx.DeleteJob(job)
+		})
+	}
+	return cand, true, err
+}
+
+// removeTree removes the job root ino and everything below it that was
+// last changed before since (nanoseconds), bottom up; a directory that
+// keeps something newer stays. Each removal is one transaction.
+func (c *Collector) removeTree(ino uint64, since int64, dryRun bool, cand *Candidate) error {
+	var root *index.Inode
+	var name string
+	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
+		if root, err = tx.Inode(ino); err != nil {
+			return err
+		}
+		if !root.IsDir() {
+			return errors.New("only directories are job roots the collector removes")
+		}
+		name, err = nameIn(tx, root.Parent, ino)
+		return err
+	})
+	if errors.Is(err, index.ErrNotFound) {
+		return nil // removed meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	_, err = c.removeEntry(root.Parent, name, since, dryRun, cand)
+	return err
+}
+
+// removeEntry removes name in dir (and, for a directory, its subtree) if
+// it was last changed before since, and reports whether it is gone.
+func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun bool, cand *Candidate) (bool, error) {
+	var d index.Dirent
+	var n *index.Inode
+	var children []index.Dirent
+	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
+		if d, err = tx.Lookup(dir, name); err != nil {
+			return err
+		}
+		if n, err = tx.Inode(d.Ino); err != nil {
+			return err
+		}
+		if n.IsDir() {
+			return tx.ReadDir(d.Ino, func(e index.Dirent) bool { children = append(children, e); return true })
+		}
+		return nil
+	})
+	if errors.Is(err, index.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	empty := true
+	for _, ch := range children {
+		gone, err := c.removeEntry(d.Ino, ch.Name, since, dryRun, cand)
+		if err != nil {
+			return false, err
+		}
+		empty = empty && gone
+	}
+	if !empty || c.lastChange(n) >= since {
+		cand.Kept++
+		return false, nil
+	}
+	cand.Inodes++
+	if !n.IsDir() {
+		cand.Bytes += int64(n.Size)
+	}
+	if dryRun {
+		return true, nil
+	}
+	var staging uint64
+	err = c.Store.Index.Update(func(tx *index.Tx) error {
+		if n.IsDir() {
+			return tx.Rmdir(dir, name)
+		}
+		left, err := tx.Unlink(dir, name)
+		if err != nil || left.Nlink > 0 {
+			return err
+		}
+		staging, err = tx.Reap(left.Ino)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	c.Store.RemoveStaging(staging)
+	return true, nil
+}
+
+// lastChange is when an inode's content or metadata last changed.
+func (c *Collector) lastChange(n *index.Inode) int64 {
+	t := max(n.Mtime, n.Ctime)
+	if n.Staging != 0 {
+		if st, err := c.Store.StagingStat(n.Staging); err == nil {
+			t = max(t, st.ModTime().UnixNano())
+		}
+	}
+	return t
+}
+
+// nameIn finds the name of ino in directory dir.
+func nameIn(tx *index.Tx, dir, ino uint64) (string, error) {
+	name := ""
+	err := tx.ReadDir(dir, func(d index.Dirent) bool {
+		if d.Ino == ino {
+			name = d.Name
+			return false
+		}
+		return true
+	})
+	if err == nil && name == "" {
+		err = index.ErrNotFound
+	}
+	return name, err
+}
+
+// operator is the operator's word about a job (statefs job gone|live) as
+// one more oracle.
+type operator struct{ job *index.Job }
+
+func (o operator) Name() string { return "operator" }
+
+func (o operator) Judge(ctx context.Context, job string) JobVerdict {
+	v := JobVerdict{Job: job, Oracle: o.Name(), At: time.Now(), Evidence: "operator: nothing said"}
+	if o.job == nil || o.job.Operator == "" {
+		return v
+	}
+	said, err := ParseVerdict(o.job.Operator)
+	if err != nil {
+		return v
+	}
+	v.Verdict = said
+	v.Evidence = fmt.Sprintf("operator: statefs job %s at %s", said, time.Unix(0, o.job.OperatorAt).UTC().Format(time.RFC3339))
+	return v
+}

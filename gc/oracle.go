@@ -1,0 +1,77 @@
+package gc
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Oracle gives a verdict about one job. It never returns Gone without evidence,
+// and any doubt (error, timeout, malformed answer) is Unknown (DESIGN invariant 4).
+// Judge must be safe to call concurrently.
+type Oracle interface {
+	Name() string
+	Judge(ctx context.Context, job string) JobVerdict
+}
+
+// evidenceInvalidJobID is the evidence every oracle gives when it refuses a job id.
+const evidenceInvalidJobID = "invalid job id"
+
+// ValidJobID reports whether s is a Flink job id: 32 lowercase hex characters,
+// as Flink's JobID prints itself. Oracles refuse anything else (Unknown,
+// evidence "invalid job id"), so no id can build a URL path or a file name
+// outside its directory ("../x", "a/b", "%2e%2e").
+func ValidJobID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Combine asks every oracle at once and merges their answers: Live if any says
+// Live (job ids are reused, so a live run wins over an old result); else Gone if
+// any says Gone; else Unknown. Evidence joins every oracle's evidence in the
+// order given; Oracle names the oracles whose verdict is the merged one. At is
+// taken before any oracle is asked. An invalid job id is refused without
+// asking, and no oracles at all is Unknown.
+func Combine(ctx context.Context, job string, oracles ...Oracle) JobVerdict {
+	out := JobVerdict{Job: job, Verdict: Unknown, At: time.Now()}
+	if !ValidJobID(job) {
+		out.Evidence = evidenceInvalidJobID
+		return out
+	}
+	if len(oracles) == 0 {
+		out.Evidence = "no oracle configured"
+		return out
+	}
+
+	answers := make([]JobVerdict, len(oracles))
+	var wg sync.WaitGroup
+	for i, o := range oracles {
+		wg.Go(func() { answers[i] = o.Judge(ctx, job) })
+	}
+	wg.Wait()
+
+	for _, a := range answers {
+		if a.Verdict == Live || (a.Verdict == Gone && out.Verdict != Live) {
+			out.Verdict = a.Verdict
+		}
+	}
+	var names, evidence []string
+	for i, a := range answers {
+		if a.Verdict == out.Verdict {
+			names = append(names, oracles[i].Name())
+		}
+		evidence = append(evidence, a.Evidence)
+	}
+	out.Oracle = strings.Join(names, ",")
+	out.Evidence = strings.Join(evidence, "; ")
+	return out
+}

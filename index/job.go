@@ -1,0 +1,93 @@
+package index
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/statefs/statefs/manifest"
+)
+
+const prefixJob = 'J' // job id -> Job as JSON
+
+// Job is what the index knows about one job: when its state was written,
+// where, and the latest verdict about whether it still lives. Times are
+// nanoseconds since the epoch.
+type Job struct {
+	ID          string   `json:"id"`
+	FirstWrite  int64    `json:"first_write"`
+	LastWrite   int64    `json:"last_write"`
+	Executors   []string `json:"executors,omitempty"`
+	Allocations []string `json:"allocations,omitempty"`
+	// Verdict is "live", "unknown" or "gone" (see package gc); Since is when
+	// it began to hold without a break, CheckedAt when it was last confirmed.
+	Verdict   string `json:"verdict"`
+	Evidence  string `json:"evidence,omitempty"`
+	Oracle    string `json:"oracle,omitempty"`
+	Since     int64  `json:"since,omitempty"`
+	CheckedAt int64  `json:"checked_at,omitempty"`
+	// Operator is what the operator said ("statefs job gone|live"): "gone",
+	// "live", or "" for nothing; OperatorAt when.
+	Operator   string `json:"operator,omitempty"`
+	OperatorAt int64  `json:"operator_at,omitempty"`
+}
+
+// DeleteJob removes the record of job id.
+func (tx *Tx) DeleteJob(id string) error {
+	return tx.del(append([]byte{prefixJob}, id...))
+}
+
+// Job reads the record of job id; ErrNotFound if the index has none.
+func (tx *Tx) Job(id string) (*Job, error) {
+	b, err := tx.get(append([]byte{prefixJob}, id...))
+	if err != nil {
+		return nil, err
+	}
+	j := &Job{}
+	return j, json.Unmarshal(b, j)
+}
+
+// PutJob writes j.
+func (tx *Tx) PutJob(j *Job) error {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	return tx.set(append([]byte{prefixJob}, j.ID...), b)
+}
+
+// Jobs lists every job record, ordered by id.
+func (tx *Tx) Jobs() ([]*Job, error) {
+	var jobs []*Job
+	err := tx.scan([]byte{prefixJob}, true, func(_, v []byte) (bool, error) {
+		j := &Job{}
+		if err := json.Unmarshal(v, j); err != nil {
+			return false, err
+		}
+		jobs = append(jobs, j)
+		return true, nil
+	})
+	return jobs, err
+}
+
+// NoteWrite records that state owned by o was written at now: the job's
+// first and last write and the executors and allocations it was seen on.
+func (tx *Tx) NoteWrite(o manifest.Owner, now int64) error {
+	if o.Job == "" {
+		return nil
+	}
+	j, err := tx.Job(o.Job)
+	if err == ErrNotFound {
+		j, err = &Job{ID: o.Job, FirstWrite: now, Verdict: "unknown"}, nil
+	}
+	if err != nil {
+		return err
+	}
+	j.LastWrite = max(j.LastWrite, now)
+	if o.Executor != "" && !slices.Contains(j.Executors, o.Executor) {
+		j.Executors = append(j.Executors, o.Executor)
+	}
+	if o.Allocation != "" && !slices.Contains(j.Allocations, o.Allocation) {
+		j.Allocations = append(j.Allocations, o.Allocation)
+	}
+	return tx.PutJob(j)
+}

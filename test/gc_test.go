@@ -1,0 +1,168 @@
+package test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// flinkTree writes the local state of job under executor tm-1, as Flink
+// lays it out, and returns the files written with their content.
+func flinkTree(t *testing.T, m *Mount, job string, seed int64) map[string][]byte {
+	t.Helper()
+	const (
+		alloc  = "0123456789abcdef0123456789abcdef"
+		vertex = "fedcba9876543210fedcba9876543210"
+		op     = "window_agg_3f2a"
+		uuid   = "5b1c2f3e-0a1b-4c2d-8e9f-0123456789ab"
+	)
+	chk := fmt.Sprintf("tm_tm-1/localState/aid_%s/jid_%s/vtx_%s_sti_0/chk_7", alloc, job, vertex)
+	db := fmt.Sprintf("tm_tm-1/tmp/job_%s_op_%s_uuid_%s/db", job, op, uuid)
+	files := map[string][]byte{
+		chk + "/_task_state_snapshot": []byte("snapshot of " + job),
+		chk + "/rocks/000012.sst":     pseudoRandom(3<<20, seed),
+		db + "/000013.sst":            pseudoRandom(2<<20, seed+1),
+		db + "/CURRENT":               []byte("MANIFEST-000005\n"),
+	}
+	for p, b := range files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(m.Path(p)), 0o755))
+		putFile(t, m.Path(p), b, 0o644)
+	}
+	return files
+}
+
+func requireTree(t *testing.T, m *Mount, files map[string][]byte, present bool) {
+	t.Helper()
+	for p, b := range files {
+		if present {
+			requireContent(t, m.Path(p), b)
+			continue
+		}
+		_, err := os.Lstat(m.Path(p))
+		require.True(t, os.IsNotExist(err), "%s should be gone: %v", p, err)
+	}
+}
+
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := statefs(args...)
+	require.NoError(t, err, "statefs %s: %s", strings.Join(args, " "), out)
+	return out
+}
+
+const (
+	jobGone = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	jobLive = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+// A job the operator marks gone is collected, with its chunks, and nothing
+// else is; a dry run before removes nothing.
+func TestGCCollectsOnlyTheGoneJob(t *testing.T) {
+	m := mountFS(t, "--seal-delay", "0")
+	gone := flinkTree(t, m, jobGone, 10)
+	live := flinkTree(t, m, jobLive, 20)
+	waitAllSealed(t, m)
+	m.Unmount()
+	before := chunkBytes(t, m)
+
+	jobs := mustCLI(t, "jobs", "--store", m.Store)
+	require.Contains(t, jobs, jobGone)
+	require.Contains(t, jobs, jobLive)
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+
+	dry := mustCLI(t, "gc", "--store", m.Store, "--grace", "0", "--dry-run")
+	require.Contains(t, dry, "would remove job "+jobGone)
+	require.NotContains(t, dry, "remove job "+jobLive)
+	require.Equal(t, before, chunkBytes(t, m), "a dry run removed chunks")
+
+	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
+	require.Contains(t, out, "removed job "+jobGone)
+	freed := before - chunkBytes(t, m)
+	require.GreaterOrEqual(t, freed, int64(5<<20), "gc freed %d bytes of chunks:\n%s", freed, out)
+
+	m.Start()
+	requireTree(t, m, gone, false)
+	requireTree(t, m, live, true)
+}
+
+// Without the grace period passed, or with the verdict unknown, nothing goes.
+func TestGCKeepsWhatIsNotConfirmedGone(t *testing.T) {
+	m := mountFS(t)
+	files := flinkTree(t, m, jobGone, 30)
+	m.Unmount()
+	mustCLI(t, "gc", "--store", m.Store, "--grace", "0") // no oracle: unknown
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "1h")
+	require.NotContains(t, out, "removed job")
+	m.Start()
+	requireTree(t, m, files, true)
+}
+
+// A live answer from Flink wins over the operator's gone, and a job that
+// Flink reports FINISHED is collected.
+func TestGCAsksFlink(t *testing.T) {
+	var hits int
+	flink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		switch r.URL.Path {
+		case "/jobs/" + jobLive:
+			fmt.Fprint(w, `{"jid":"`+jobLive+`","state":"RUNNING"}`)
+		case "/jobs/" + jobGone:
+			fmt.Fprint(w, `{"jid":"`+jobGone+`","state":"FINISHED"}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer flink.Close()
+	m := mountFS(t)
+	gone := flinkTree(t, m, jobGone, 40)
+	live := flinkTree(t, m, jobLive, 50)
+	m.Unmount()
+	mustCLI(t, "job", "--store", m.Store, "gone", jobLive) // the operator is wrong
+	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0", "--flink-url", flink.URL)
+	require.Contains(t, out, "removed job "+jobGone)
+	require.NotContains(t, out, "removed job "+jobLive)
+	require.Positive(t, hits)
+	m.Start()
+	requireTree(t, m, gone, false)
+	requireTree(t, m, live, true)
+}
+
+// A job id reused after its verdict keeps the state written after it.
+func TestGCKeepsStateWrittenAfterTheVerdict(t *testing.T) {
+	m := mountFS(t)
+	old := flinkTree(t, m, jobGone, 60)
+	m.Unmount()
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+	m.Start()
+	// The id comes back (application mode with HA reuses it) and writes anew.
+	fresh := fmt.Sprintf("tm_tm-1/localState/aid_0123456789abcdef0123456789abcdef/jid_%s/vtx_fedcba9876543210fedcba9876543210_sti_1/chk_1/new.sst", jobGone)
+	require.NoError(t, os.MkdirAll(filepath.Dir(m.Path(fresh)), 0o755))
+	data := pseudoRandom(1<<20, 61)
+	putFile(t, m.Path(fresh), data, 0o644)
+	m.Unmount()
+	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
+	require.Contains(t, out, "removed job "+jobGone)
+	m.Start()
+	requireContent(t, m.Path(fresh), data)
+	for p := range old {
+		_, err := os.Lstat(m.Path(p))
+		require.True(t, os.IsNotExist(err), "%s written before the verdict should be gone", p)
+	}
+}
+
+// gc on a store a daemon serves is refused and changes nothing.
+func TestGCRefusesAStoreInUse(t *testing.T) {
+	m := mountFS(t)
+	files := flinkTree(t, m, jobGone, 70)
+	out, err := statefs("gc", "--store", m.Store, "--grace", "0")
+	require.Error(t, err)
+	require.Contains(t, out, "in use")
+	requireTree(t, m, files, true)
+}
