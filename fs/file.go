@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
 )
@@ -62,11 +64,18 @@ func (f *FS) lookupFile(ino uint64) *file {
 	return f.files[ino]
 }
 
-// known records that the kernel holds a node for inode ino.
-func (f *FS) known(ino uint64) {
+// known records that the kernel holds node n for inode ino.
+func (f *FS) known(ino uint64, n *gofs.Inode) {
 	f.mu.Lock()
-	f.kernelKnows[ino] = struct{}{}
+	f.kernelKnows[ino] = n
 	f.mu.Unlock()
+}
+
+// knownNode is the node the kernel holds for inode ino, if any.
+func (f *FS) knownNode(ino uint64) *gofs.Inode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.kernelKnows[ino]
 }
 
 // forgotten records that the kernel dropped its node for rec's inode, and

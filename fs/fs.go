@@ -61,7 +61,7 @@ type FS struct {
 
 	mu          sync.Mutex
 	files       map[uint64]*file
-	kernelKnows map[uint64]struct{} // inodes the kernel holds a node for
+	kernelKnows map[uint64]*gofs.Inode // inodes the kernel holds a node for
 
 	sealMu     sync.Mutex
 	sealTimers map[uint64]*time.Timer
@@ -79,7 +79,7 @@ func New(s *store.Store, opts Options, pending []uint64) (*FS, gofs.InodeEmbedde
 	if opts.Rules == nil {
 		opts.Rules = manifest.FlinkRules()
 	}
-	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, kernelKnows: map[uint64]struct{}{},
+	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, kernelKnows: map[uint64]*gofs.Inode{},
 		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
 	for _, ino := range pending {
 		f.scheduleSeal(ino)

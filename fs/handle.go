@@ -349,10 +349,7 @@ func (f *FS) reapIfUnused(rec *index.Inode) {
 	defer f.release(st)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	f.mu.Lock()
-	_, known := f.kernelKnows[rec.Ino]
-	f.mu.Unlock()
-	if st.opens > 0 || known {
+	if st.opens > 0 || f.knownNode(rec.Ino) != nil {
 		return
 	}
 	var staging uint64

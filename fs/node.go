@@ -77,7 +77,7 @@ func (n *node) inode() (*index.Inode, error) {
 // creating its node if the kernel does not know it yet.
 func (n *node) newChild(ctx context.Context, rec *index.Inode, out *fuse.EntryOut) *gofs.Inode {
 	ch := n.NewInode(ctx, &node{fs: n.fs}, gofs.StableAttr{Mode: rec.Mode & syscall.S_IFMT, Ino: rec.Ino})
-	n.fs.known(rec.Ino)
+	n.fs.known(rec.Ino, ch)
 	return ch
 }
 
@@ -105,6 +105,7 @@ func (n *node) newEntry(ctx context.Context, rec *index.Inode, out *fuse.EntryOu
 func (n *node) OnAdd(ctx context.Context) {
 	if n.ino() == index.RootIno {
 		n.AddChild(statusDirName, n.fs.newStatusDir(ctx, &n.Inode), true)
+		n.fs.known(index.RootIno, &n.Inode)
 	}
 }
 

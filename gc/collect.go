@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/statefs/statefs/index"
@@ -23,6 +24,9 @@ import (
 type Collector struct {
 	Store   *store.Store
 	Oracles []Oracle
+	// Remover removes names; nil removes them in the index directly, which
+	// is right only while no daemon serves the store.
+	Remover Remover
 	// Grace is how long Gone must hold before the state goes.
 	Grace time.Duration
 	// Now is the clock; nil means time.Now.
@@ -237,9 +241,38 @@ func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun boo
 	if dryRun {
 		return true, nil
 	}
+	if err := c.remover().Remove(dir, name); err != nil && !errors.Is(err, index.ErrNotFound) {
+		return false, err
+	}
+	return true, nil
+}
+
+// Remover removes one name, a file or an empty directory, from directory
+// dir, each removal one transaction. The daemon's filesystem is one: it
+// also keeps the kernel's caches and open files right.
+type Remover interface {
+	Remove(dir uint64, name string) error
+}
+
+func (c *Collector) remover() Remover {
+	if c.Remover != nil {
+		return c.Remover
+	}
+	return offline{c.Store}
+}
+
+// offline removes names straight in the index of a store no daemon serves:
+// no file is open, so an inode that loses its last name goes at once.
+type offline struct{ s *store.Store }
+
+func (o offline) Remove(dir uint64, name string) error {
 	var staging uint64
-	err = c.Store.Index.Update(func(tx *index.Tx) error {
-		if n.IsDir() {
+	err := o.s.Index.Update(func(tx *index.Tx) error {
+		d, err := tx.Lookup(dir, name)
+		if err != nil {
+			return err
+		}
+		if d.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 			return tx.Rmdir(dir, name)
 		}
 		left, err := tx.Unlink(dir, name)
@@ -249,11 +282,10 @@ func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun boo
 		staging, err = tx.Reap(left.Ino)
 		return err
 	})
-	if err != nil {
-		return false, err
+	if err == nil {
+		o.s.RemoveStaging(staging)
 	}
-	c.Store.RemoveStaging(staging)
-	return true, nil
+	return err
 }
 
 // lastChange is when an inode's content or metadata last changed.

@@ -157,12 +157,44 @@ func TestGCKeepsStateWrittenAfterTheVerdict(t *testing.T) {
 	}
 }
 
-// gc on a store a daemon serves is refused and changes nothing.
-func TestGCRefusesAStoreInUse(t *testing.T) {
+// On a mounted store, verdicts and gc go through the daemon's control
+// socket, and what gc removes disappears from the mount at once.
+func TestGCThroughTheDaemon(t *testing.T) {
 	m := mountFS(t)
-	files := flinkTree(t, m, jobGone, 70)
-	out, err := statefs("gc", "--store", m.Store, "--grace", "0")
-	require.Error(t, err)
-	require.Contains(t, out, "in use")
+	gone := flinkTree(t, m, jobGone, 70)
+	live := flinkTree(t, m, jobLive, 80)
+	// The kernel has these in its caches now.
+	requireTree(t, m, gone, true)
+
+	info, err := os.Stat(filepath.Join(m.Store, "control.sock"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm(), "the control socket is for the store's owner only")
+
+	require.Contains(t, mustCLI(t, "jobs", "--store", m.Store), jobGone)
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
+	require.Contains(t, out, "removed job "+jobGone)
+	requireTree(t, m, gone, false)
+	requireTree(t, m, live, true)
+	m.Restart()
+	requireTree(t, m, gone, false)
+	requireTree(t, m, live, true)
+}
+
+// Bad input to the CLI gets one clear line and changes nothing.
+func TestGCBadInput(t *testing.T) {
+	m := mountFS(t)
+	files := flinkTree(t, m, jobGone, 90)
+	for _, args := range [][]string{
+		{"job", "--store", m.Store, "gone", "not-a-job-id"},
+		{"job", "--store", m.Store, "maybe", jobGone},
+		{"job", "--store", m.Store, "gone", jobLive}, // no state of it here
+		{"gc", "--store", m.Store, "--grace", "-1s"},
+		{"gc", "--store", filepath.Join(m.Store, "nope")},
+	} {
+		out, err := statefs(args...)
+		require.Error(t, err, "statefs %v", args)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(out), "\n")+1, "one line for %v: %q", args, out)
+	}
 	requireTree(t, m, files, true)
 }

@@ -7,7 +7,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/store"
 )
 
 func gcCommand() *cli.Command {
@@ -27,32 +29,28 @@ func gcCommand() *cli.Command {
 	}
 }
 
-// oracles builds the oracles the flags ask for.
-func oracles(c *cli.Context) []gc.Oracle {
-	var os []gc.Oracle
-	if urls := c.StringSlice("flink-url"); len(urls) > 0 {
-		os = append(os, &gc.FlinkREST{URLs: urls, NotFoundIsGone: c.Bool("not-found-is-gone")})
-	}
-	if dir := c.String("job-result-store"); dir != "" {
-		os = append(os, &gc.JobResultStore{Dir: dir})
-	}
-	return os
-}
-
 func runGC(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return fmt.Errorf("%w: gc takes no arguments", errUsage)
 	}
-	if c.Duration("grace") < 0 {
+	req := control.GCRequest{
+		DryRun:         c.Bool("dry-run"),
+		Grace:          c.Duration("grace"),
+		FlinkURLs:      c.StringSlice("flink-url"),
+		JobResultStore: c.String("job-result-store"),
+		NotFoundIsGone: c.Bool("not-found-is-gone"),
+	}
+	if req.Grace < 0 {
 		return fmt.Errorf("%w: --grace must not be negative", errUsage)
 	}
-	s, err := openStore(c)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	col := &gc.Collector{Store: s, Oracles: oracles(c), Grace: c.Duration("grace")}
-	report, err := col.Run(c.Context, c.Bool("dry-run"))
+	var report gc.Report
+	err := onStore(c,
+		func(s *store.Store) (err error) {
+			col := &gc.Collector{Store: s, Oracles: req.Oracles(), Grace: req.Grace}
+			report, err = col.Run(c.Context, req.DryRun)
+			return err
+		},
+		func(d *control.Client) (err error) { report, err = d.GC(c.Context, req); return err })
 	if err != nil {
 		return err
 	}

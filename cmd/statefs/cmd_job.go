@@ -5,8 +5,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/gc"
-	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/store"
 )
 
@@ -22,43 +22,22 @@ func jobCommand() *cli.Command {
 
 func runJob(c *cli.Context) error {
 	if c.NArg() != 2 {
-		return fmt.Errorf("%w: job takes gone|live and a JOB-ID", errUsage)
+		return fmt.Errorf("%w: job takes gone|live and a JOB-ID (flags first: statefs job --store DIR gone ID)", errUsage)
 	}
 	said, err := gc.ParseVerdict(c.Args().Get(0))
 	if err != nil || said == gc.Unknown {
 		return fmt.Errorf("%w: the verdict must be gone or live, not %q", errUsage, c.Args().Get(0))
 	}
-	id := c.Args().Get(1)
-	if !gc.ValidJobID(id) {
-		return fmt.Errorf("%w: %q is not a Flink job id (32 lowercase hex characters)", errUsage, id)
+	req := control.VerdictRequest{Job: c.Args().Get(1), Verdict: said}
+	if !gc.ValidJobID(req.Job) {
+		return fmt.Errorf("%w: %q is not a Flink job id (32 lowercase hex characters)", errUsage, req.Job)
 	}
-	s, err := openStore(c)
+	err = onStore(c,
+		func(s *store.Store) error { return control.SetVerdict(s, req) },
+		func(d *control.Client) error { return d.SetVerdict(c.Context, req) })
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	err = s.Index.Update(func(tx *index.Tx) error {
-		j, err := tx.Job(id)
-		if err != nil {
-			return fmt.Errorf("job %s: the store holds no state of it", id)
-		}
-		j.Operator, j.OperatorAt = said.String(), index.Now()
-		return tx.PutJob(j)
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "job %s: operator says %s\n", id, said)
+	fmt.Fprintf(c.App.Writer, "job %s: operator says %s\n", req.Job, said)
 	return nil
-}
-
-func storeFlag() cli.Flag {
-	return &cli.StringFlag{Name: "store", Usage: "the store `DIR`", Required: true}
-}
-
-// openStore opens the --store of an offline command. A store that a daemon
-// is serving is refused (store.ErrInUse).
-func openStore(c *cli.Context) (*store.Store, error) {
-	s, _, err := store.Open(c.String("store"))
-	return s, err
 }

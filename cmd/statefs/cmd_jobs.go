@@ -8,7 +8,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/store"
 )
 
 func jobsCommand() *cli.Command {
@@ -20,16 +22,10 @@ func jobsCommand() *cli.Command {
 			if c.NArg() != 0 {
 				return fmt.Errorf("%w: jobs takes no arguments", errUsage)
 			}
-			s, err := openStore(c)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
 			var jobs []*index.Job
-			err = s.Index.View(func(tx *index.Tx) (err error) {
-				jobs, err = tx.Jobs()
-				return err
-			})
+			err := onStore(c,
+				func(s *store.Store) (err error) { jobs, err = control.Jobs(s); return err },
+				func(d *control.Client) (err error) { jobs, err = d.Jobs(c.Context); return err })
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/urfave/cli/v2"
 
+	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/fs"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
@@ -79,6 +80,13 @@ func runMount(c *cli.Context) error {
 		fsys.Shutdown()
 		return fmt.Errorf("mounting %s: %w", mnt, err)
 	}
+	ctl := &control.Server{Store: s, Remover: fsys}
+	if err := ctl.Listen(); err != nil {
+		server.Unmount()
+		fsys.Shutdown()
+		return err
+	}
+	defer ctl.Close()
 	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(pending))
 
 	go func() {

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/statefs/statefs/control"
+	"github.com/statefs/statefs/store"
+)
+
+func storeFlag() cli.Flag {
+	return &cli.StringFlag{Name: "store", Usage: "the store `DIR`", Required: true}
+}
+
+// onStore runs a command on the --store: directly when no daemon serves
+// it, through the daemon's control socket when one does. Unlike mount, it
+// never creates a store.
+func onStore(c *cli.Context, offline func(*store.Store) error, daemon func(*control.Client) error) error {
+	dir := c.String("store")
+	if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
+		return fmt.Errorf("%s is not a statefs store (no FORMAT file)", dir)
+	}
+	s, _, err := store.Open(dir)
+	if errors.Is(err, store.ErrInUse) {
+		client, derr := control.Dial(dir)
+		if derr != nil {
+			return fmt.Errorf("%w, and %w", err, derr)
+		}
+		return daemon(client)
+	}
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return offline(s)
+}

@@ -1,0 +1,249 @@
+// Package control is the daemon's control socket: a small HTTP API with
+// JSON bodies on a unix socket in the store directory (mode 0600, so only
+// the store's owner reaches it), and the client the CLI uses to run gc and
+// give verdicts on a store that a daemon is serving.
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/store"
+)
+
+// SocketName is the control socket's name in the store directory.
+const SocketName = "control.sock"
+
+// maxRequest bounds a request body: every request is a few fields.
+const maxRequest = 64 << 10
+
+// GCRequest asks for one collector run.
+type GCRequest struct {
+	DryRun         bool          `json:"dry_run"`
+	Grace          time.Duration `json:"grace"`
+	FlinkURLs      []string      `json:"flink_urls,omitempty"`
+	JobResultStore string        `json:"job_result_store,omitempty"`
+	NotFoundIsGone bool          `json:"not_found_is_gone,omitempty"`
+}
+
+// Oracles builds the oracles r asks for.
+func (r GCRequest) Oracles() []gc.Oracle {
+	var os []gc.Oracle
+	if len(r.FlinkURLs) > 0 {
+		os = append(os, &gc.FlinkREST{URLs: r.FlinkURLs, NotFoundIsGone: r.NotFoundIsGone})
+	}
+	if r.JobResultStore != "" {
+		os = append(os, &gc.JobResultStore{Dir: r.JobResultStore})
+	}
+	return os
+}
+
+// VerdictRequest is the operator's word about a job.
+type VerdictRequest struct {
+	Job     string     `json:"job"`
+	Verdict gc.Verdict `json:"verdict"`
+}
+
+// SetVerdict records the operator's verdict about job in the store's
+// index; the job must have state in the store.
+func SetVerdict(s *store.Store, r VerdictRequest) error {
+	if !gc.ValidJobID(r.Job) {
+		return fmt.Errorf("%q is not a Flink job id (32 lowercase hex characters)", r.Job)
+	}
+	if r.Verdict != gc.Gone && r.Verdict != gc.Live {
+		return fmt.Errorf("the operator's verdict must be gone or live, not %s", r.Verdict)
+	}
+	return s.Index.Update(func(tx *index.Tx) error {
+		j, err := tx.Job(r.Job)
+		if errors.Is(err, index.ErrNotFound) {
+			return fmt.Errorf("job %s: the store holds no state of it", r.Job)
+		}
+		if err != nil {
+			return err
+		}
+		j.Operator, j.OperatorAt = r.Verdict.String(), index.Now()
+		return tx.PutJob(j)
+	})
+}
+
+// Jobs lists the job records of the store.
+func Jobs(s *store.Store) ([]*index.Job, error) {
+	var jobs []*index.Job
+	err := s.Index.View(func(tx *index.Tx) (err error) {
+		jobs, err = tx.Jobs()
+		return err
+	})
+	return jobs, err
+}
+
+// Server answers on the control socket of a mounted store.
+type Server struct {
+	Store   *store.Store
+	Remover gc.Remover // the mounted filesystem
+
+	gcMu sync.Mutex // one collector run at a time
+	srv  *http.Server
+	ln   net.Listener
+}
+
+// Listen creates the socket (replacing a stale one: the caller holds the
+// store's lock) and serves it until Close.
+func (s *Server) Listen() error {
+	path := filepath.Join(s.Store.Dir, SocketName)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("control socket: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /jobs", s.jobs)
+	mux.HandleFunc("POST /job", s.verdict)
+	mux.HandleFunc("POST /gc", s.gc)
+	s.ln = ln
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go s.srv.Serve(ln)
+	return nil
+}
+
+// Close stops serving, waits a while for requests under way (a collector
+// run ends between two removals), and removes the socket.
+func (s *Server) Close() error {
+	if s.srv == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	os.Remove(filepath.Join(s.Store.Dir, SocketName))
+	return err
+}
+
+func (s *Server) jobs(w http.ResponseWriter, r *http.Request) {
+	jobs, err := Jobs(s.Store)
+	reply(w, jobs, err)
+}
+
+func (s *Server) verdict(w http.ResponseWriter, r *http.Request) {
+	var req VerdictRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	reply(w, struct{}{}, SetVerdict(s.Store, req))
+}
+
+func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
+	var req GCRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Grace < 0 {
+		reply(w, nil, errors.New("grace must not be negative"))
+		return
+	}
+	if !s.gcMu.TryLock() {
+		http.Error(w, "a collector run is already going on", http.StatusConflict)
+		return
+	}
+	defer s.gcMu.Unlock()
+	c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.Remover}
+	report, err := c.Run(r.Context(), req.DryRun)
+	reply(w, report, err)
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// Client talks to the daemon serving a store.
+type Client struct {
+	http *http.Client
+}
+
+// Dial returns a client for the daemon serving the store in dir.
+func Dial(dir string) (*Client, error) {
+	path := filepath.Join(dir, SocketName)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("control socket of the daemon serving %s: %w", dir, err)
+	}
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &Client{http: &http.Client{Transport: tr}}, nil
+}
+
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://statefs"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("asking the daemon: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("daemon: %s", strings.TrimSpace(string(msg)))
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Jobs lists the store's job records.
+func (c *Client) Jobs(ctx context.Context) ([]*index.Job, error) {
+	var jobs []*index.Job
+	return jobs, c.call(ctx, http.MethodGet, "/jobs", nil, &jobs)
+}
+
+// SetVerdict gives the operator's verdict about a job.
+func (c *Client) SetVerdict(ctx context.Context, r VerdictRequest) error {
+	return c.call(ctx, http.MethodPost, "/job", r, &struct{}{})
+}
+
+// GC runs the daemon's collector once.
+func (c *Client) GC(ctx context.Context, r GCRequest) (gc.Report, error) {
+	var report gc.Report
+	return report, c.call(ctx, http.MethodPost, "/gc", r, &report)
+}
