@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -124,8 +125,8 @@ func (s *Server) Listen() error {
 	return nil
 }
 
-// Close stops serving, waits a while for requests under way (a collector
-// run ends between two removals), and removes the socket.
+// Close stops serving, waits a while for requests under way and for a
+// collector run to end, and removes the socket.
 func (s *Server) Close() error {
 	if s.srv == nil {
 		return nil
@@ -134,6 +135,8 @@ func (s *Server) Close() error {
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
 	os.Remove(filepath.Join(s.Store.Dir, SocketName))
+	s.gcMu.Lock() // a periodic run ends before the store closes
+	defer s.gcMu.Unlock()
 	return err
 }
 
@@ -148,6 +151,30 @@ func (s *Server) verdict(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, struct{}{}, SetVerdict(s.Store, req))
+}
+
+// CollectEvery runs the collector with req every interval until ctx ends;
+// a run never overlaps one asked for on the socket.
+func (s *Server) CollectEvery(ctx context.Context, interval time.Duration, req GCRequest) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.gcMu.Lock()
+		c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.Remover}
+		report, err := c.Run(ctx, false)
+		s.gcMu.Unlock()
+		if err != nil {
+			slog.Error("periodic gc failed", "err", err)
+			continue
+		}
+		slog.Info("periodic gc", "jobs_collected", len(report.Collected), "chunks_swept", report.Swept.Chunks,
+			"bytes_freed", report.Swept.Bytes, "took", report.Took)
+	}
 }
 
 func (s *Server) gc(w http.ResponseWriter, r *http.Request) {

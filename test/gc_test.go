@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -197,4 +198,31 @@ func TestGCBadInput(t *testing.T) {
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(out), "\n")+1, "one line for %v: %q", args, out)
 	}
 	requireTree(t, m, files, true)
+}
+
+// The daemon's periodic collector removes a job once the operator says it
+// is gone.
+func TestGCPeriodicInTheDaemon(t *testing.T) {
+	m := mountFS(t, "--gc-interval", "100ms", "--gc-grace", "0")
+	gone := flinkTree(t, m, jobGone, 100)
+	live := flinkTree(t, m, jobLive, 110)
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := os.Stat(m.Path(firstKey(gone)))
+		if os.IsNotExist(err) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the periodic collector did not remove the gone job:\n%s", m.Log())
+		time.Sleep(50 * time.Millisecond)
+	}
+	requireTree(t, m, gone, false)
+	requireTree(t, m, live, true)
+}
+
+func firstKey(files map[string][]byte) string {
+	for p := range files {
+		return p
+	}
+	return ""
 }

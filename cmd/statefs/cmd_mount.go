@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,11 @@ func mountCommand() *cli.Command {
 			&cli.IntFlag{Name: "sealers", Value: 1, Usage: "files sealed at once"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 			&cli.StringFlag{Name: "rules", Usage: "a rules `FILE` saying who owns which paths (default: Flink's layout)"},
+			&cli.DurationFlag{Name: "gc-interval", Usage: "run the collector this often (0: never; statefs gc runs it on demand)"},
+			&cli.DurationFlag{Name: "gc-grace", Value: 10 * time.Minute, Usage: "how long gone must hold before the periodic collector removes state"},
+			&cli.StringSliceFlag{Name: "flink-url", Usage: "a Flink REST `URL` the periodic collector asks (repeat for several clusters)"},
+			&cli.StringFlag{Name: "job-result-store", Usage: "Flink HA's job-result-store `DIR`, for the periodic collector"},
+			&cli.BoolFlag{Name: "not-found-is-gone", Usage: "let a 404 from every Flink URL count as gone (after the grace period)"},
 		},
 		OnUsageError: usageError,
 		Action:       runMount,
@@ -42,8 +48,10 @@ func runMount(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return fmt.Errorf("%w: mount takes exactly one MOUNTPOINT, got %d arguments", errUsage, c.NArg())
 	}
-	if c.Duration("seal-delay") < 0 {
-		return fmt.Errorf("%w: --seal-delay must not be negative", errUsage)
+	for _, name := range []string{"seal-delay", "gc-interval", "gc-grace"} {
+		if c.Duration(name) < 0 {
+			return fmt.Errorf("%w: --%s must not be negative", errUsage, name)
+		}
 	}
 	mnt, err := filepath.Abs(c.Args().First())
 	if err != nil {
@@ -87,6 +95,16 @@ func runMount(c *cli.Context) error {
 		return err
 	}
 	defer ctl.Close()
+	if every := c.Duration("gc-interval"); every > 0 {
+		ctx, stop := context.WithCancel(c.Context)
+		defer stop()
+		go ctl.CollectEvery(ctx, every, control.GCRequest{
+			Grace:          c.Duration("gc-grace"),
+			FlinkURLs:      c.StringSlice("flink-url"),
+			JobResultStore: c.String("job-result-store"),
+			NotFoundIsGone: c.Bool("not-found-is-gone"),
+		})
+	}
 	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(pending))
 
 	go func() {
