@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,4 +226,78 @@ func firstKey(files map[string][]byte) string {
 		return p
 	}
 	return ""
+}
+
+// DESIGN invariant 3 on a live mount: writers keep writing and deleting
+// files whose chunks are the chunks of a job being collected, while gc runs
+// through the daemon again and again; every surviving file reads back
+// exactly, before and after a restart.
+func TestGCWhileWritersDeduplicate(t *testing.T) {
+	m := mountFS(t, "--seal-delay", "0")
+	blobs := make([][]byte, 6)
+	for i := range blobs {
+		blobs[i] = pseudoRandom(1<<20+i*512, int64(200+i))
+	}
+	// The gone job holds every blob, so its collection makes their chunks
+	// garbage while the writers deduplicate against them.
+	dir := fmt.Sprintf("tm_tm-1/localState/aid_0123456789abcdef0123456789abcdef/jid_%s/vtx_fedcba9876543210fedcba9876543210_sti_0/chk_1", jobGone)
+	require.NoError(t, os.MkdirAll(m.Path(dir), 0o755))
+	for i, b := range blobs {
+		putFile(t, m.Path(dir, fmt.Sprintf("%d.sst", i)), b, 0o644)
+	}
+	waitAllSealed(t, m)
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+	require.NoError(t, os.Mkdir(m.Path("work"), 0o755))
+
+	deadline := time.Now().Add(4 * time.Second)
+	var wg sync.WaitGroup
+	survivors := make([]map[string]int, 3)
+	errs := make(chan error, 4)
+	for w := range survivors {
+		survivors[w] = map[string]int{}
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				name := m.Path("work", fmt.Sprintf("w%d-%d", w, i))
+				b := (w + i) % len(blobs)
+				if err := os.WriteFile(name, blobs[b], 0o644); err != nil {
+					errs <- err
+					return
+				}
+				survivors[w][name] = b
+				if i%3 != 0 {
+					if err := os.Remove(name); err != nil {
+						errs <- err
+						return
+					}
+					delete(survivors[w], name)
+				}
+			}
+		})
+	}
+	runs := 0
+	for time.Now().Before(deadline) {
+		mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
+		runs++
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	require.Greater(t, runs, 1)
+	verify := func(when string) {
+		for _, files := range survivors {
+			for name, b := range files {
+				got, err := os.ReadFile(name)
+				require.NoError(t, err, "%s %s", name, when)
+				requireSameBytes(t, blobs[b], got, name+" "+when)
+			}
+		}
+	}
+	waitAllSealed(t, m)
+	mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
+	dropCache(t, m.Path("work"))
+	verify("after gc")
+	m.Restart()
+	verify("after restart")
 }
