@@ -21,7 +21,11 @@ type file struct {
 	mu   sync.RWMutex
 
 	opens   int      // open handles
-	cached  int      // handles opened on sealed content, served via the page cache
+	// cached counts the open handles the kernel serves through its page
+	// cache (sealed content, or staging without passthrough). While there is
+	// one, no handle may ask for passthrough: the kernel refuses to mix the
+	// two modes on one inode.
+	cached int
 	staging *os.File // the staging file while handles are open on it
 	sealed  *manifest.Manifest
 	gen     uint64

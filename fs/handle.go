@@ -77,9 +77,13 @@ func (f *FS) open(st *file, flags uint32) (*handle, uint32, error) {
 		if writable(flags) {
 			st.gen++
 		}
+		h := &handle{fs: f, st: st, staging: st.staging, writable: writable(flags),
+			passthrough: f.opts.Passthrough && st.cached == 0}
 		st.opens++
-		return &handle{fs: f, st: st, staging: st.staging, writable: writable(flags),
-			passthrough: f.opts.Passthrough && st.cached == 0}, 0, nil
+		if !h.passthrough {
+			st.cached++
+		}
+		return h, 0, nil
 	}
 	if st.sealed == nil {
 		if st.sealed, err = f.manifest(rec.Ino); err != nil {
@@ -189,6 +193,9 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	st.opens++
 	st.gen++
 	h := &handle{fs: n.fs, st: st, staging: sf, writable: true, passthrough: n.fs.opts.Passthrough}
+	if !h.passthrough {
+		st.cached++
+	}
 	// h.node is set below, once the node exists.
 	st.mu.Unlock()
 	ch, e := n.newEntry(ctx, rec, out)
@@ -277,7 +284,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	st := h.st
 	st.mu.Lock()
 	st.opens--
-	if h.staging == nil {
+	if !h.passthrough {
 		st.cached--
 	}
 	if st.opens == 0 && st.staging != nil {
