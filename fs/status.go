@@ -16,10 +16,8 @@ import (
 // state as JSON files anyone can cat. Its inode numbers lie above any the
 // index hands out.
 const (
-	statusDirName  = ".statefs"
-	statusDirIno   = 1<<63 | 1
-	statusFileIno  = 1<<63 | 2
-	statusFileName = "status.json"
+	statusDirName = ".statefs"
+	statusDirIno  = 1<<63 | 1
 )
 
 // Status is what .statefs/status.json shows.
@@ -53,9 +51,30 @@ var (
 
 func (f *FS) newStatusDir(ctx context.Context, parent *gofs.Inode) *gofs.Inode {
 	dir := parent.NewPersistentInode(ctx, &statusDir{}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: statusDirIno})
-	file := dir.NewPersistentInode(ctx, &statusFile{fs: f}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: statusFileIno})
-	dir.AddChild(statusFileName, file, true)
+	views := []struct {
+		name   string
+		render func() (any, error)
+	}{
+		{"status.json", func() (any, error) { return f.Status() }},
+		{"stats.json", func() (any, error) { return f.store.Stats() }},
+		{"jobs.json", func() (any, error) { return f.jobs() }},
+	}
+	for i, v := range views {
+		ino := statusDirIno + 1 + uint64(i)
+		file := dir.NewPersistentInode(ctx, &statusFile{ino: ino, render: v.render}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
+		dir.AddChild(v.name, file, true)
+	}
 	return dir
+}
+
+func (f *FS) jobs() ([]*index.Job, error) {
+	jobs := []*index.Job{}
+	err := f.store.Index.View(func(tx *index.Tx) error {
+		js, err := tx.Jobs()
+		jobs = append(jobs, js...)
+		return err
+	})
+	return jobs, err
 }
 
 // started is when the daemon started: the times .statefs shows.
@@ -79,9 +98,11 @@ func (d *statusDir) Create(context.Context, string, uint32, uint32, *fuse.EntryO
 	return nil, nil, 0, syscall.EROFS
 }
 
+// statusFile is a read-only JSON view, rendered anew at every open.
 type statusFile struct {
 	gofs.Inode
-	fs *FS
+	ino    uint64
+	render func() (any, error)
 }
 
 var (
@@ -90,21 +111,19 @@ var (
 	_ = (gofs.NodeReader)((*statusFile)(nil))
 )
 
-func (s *statusFile) render() ([]byte, error) {
-	st, err := s.fs.Status()
+func (s *statusFile) bytes() ([]byte, error) {
+	v, err := s.render()
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.MarshalIndent(st, "", "  ")
+	b, err := json.MarshalIndent(v, "", "  ")
 	return append(b, '\n'), err
 }
 
 func (s *statusFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	b, err := s.render()
-	if err != nil {
-		return errno(err)
-	}
-	out.Ino, out.Mode, out.Nlink, out.Size = statusFileIno, syscall.S_IFREG|0o444, 1, uint64(len(b))
+	// The size is not rendered here: stats.json scans the store, and ls -l
+	// should not. Reads are direct, so cat reads past it.
+	out.Ino, out.Mode, out.Nlink = s.ino, syscall.S_IFREG|0o444, 1
 	now := time.Now()
 	out.SetTimes(&now, &now, &now)
 	return 0
@@ -117,7 +136,7 @@ func (s *statusFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	if writable(flags) {
 		return nil, 0, syscall.EROFS
 	}
-	b, err := s.render()
+	b, err := s.bytes()
 	if err != nil {
 		return nil, 0, errno(err)
 	}

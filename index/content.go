@@ -94,7 +94,14 @@ func (tx *Tx) ChunkRefs(h cas.Hash) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return binary.BigEndian.Uint64(v), nil
+	return decodeRefs(v), nil
+}
+
+func decodeRefs(v []byte) uint64 {
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
 }
 
 // addRef changes chunk h's reference count by delta. A chunk whose count

@@ -1,0 +1,57 @@
+package index
+
+// Usage counts what the index holds.
+type Usage struct {
+	Files        int   `json:"files"`
+	Directories  int   `json:"directories"`
+	SealedBytes  int64 `json:"sealed_bytes"` // logical bytes of sealed files
+	Unsealed     int   `json:"unsealed"`     // files whose content waits in staging
+	Chunks       int   `json:"chunks"`       // distinct chunks manifests refer to
+	ChunkRefs    int64 `json:"chunk_refs"`   // manifest extents, over all files
+	Jobs         int   `json:"jobs"`
+	GarbageMarks int   `json:"garbage_marks"` // chunks whose last reference went since the last sweep
+}
+
+// Usage scans the index once.
+func (tx *Tx) Usage() (Usage, error) {
+	var u Usage
+	err := tx.scan([]byte{prefixInode}, true, func(k, v []byte) (bool, error) {
+		n, err := unmarshalInode(0, v)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case n.IsDir():
+			u.Directories++
+		case n.IsRegular():
+			u.Files++
+			if n.Staging != 0 {
+				u.Unsealed++
+			} else {
+				u.SealedBytes += int64(n.Size)
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return u, err
+	}
+	counts := []struct {
+		prefix byte
+		fn     func(v []byte)
+	}{
+		{prefixChunk, func(v []byte) { u.Chunks++; u.ChunkRefs += int64(decodeRefs(v)) }},
+		{prefixJob, func([]byte) { u.Jobs++ }},
+		{prefixGarbage, func([]byte) { u.GarbageMarks++ }},
+	}
+	for _, c := range counts {
+		err := tx.scan([]byte{c.prefix}, c.prefix == prefixChunk, func(_, v []byte) (bool, error) {
+			c.fn(v)
+			return true, nil
+		})
+		if err != nil {
+			return u, err
+		}
+	}
+	return u, nil
+}
