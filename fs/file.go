@@ -20,12 +20,12 @@ type file struct {
 	refs int // acquire calls not yet released; guarded by FS.mu
 	mu   sync.RWMutex
 
-	opens   int      // open handles
+	opens int // open handles
 	// cached counts the open handles the kernel serves through its page
 	// cache (sealed content, or staging without passthrough). While there is
 	// one, no handle may ask for passthrough: the kernel refuses to mix the
 	// two modes on one inode.
-	cached int
+	cached  int
 	staging *os.File // the staging file while handles are open on it
 	sealed  *manifest.Manifest
 	gen     uint64
