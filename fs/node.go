@@ -152,7 +152,7 @@ func (n *node) newInode(ctx context.Context, mode uint32) (*index.Inode, error) 
 		}
 	}
 	now := index.Now()
-	return &index.Inode{Ino: ino, Mode: mode, Uid: uid, Gid: gid, Atime: now, Mtime: now, Ctime: now}, nil
+	return &index.Inode{Ino: ino, Mode: mode, Uid: uid, Gid: gid, Atime: now, Mtime: now, Ctime: now, Btime: now}, nil
 }
 
 // create adds rec under name in this directory in one transaction, with

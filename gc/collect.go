@@ -230,14 +230,13 @@ func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun boo
 		}
 		empty = empty && gone
 	}
-	if !empty || c.lastChange(n) >= since {
+	written, size := c.written(n)
+	if !empty || written >= since {
 		cand.Kept++
 		return false, nil
 	}
 	cand.Inodes++
-	if !n.IsDir() {
-		cand.Bytes += int64(n.Size)
-	}
+	cand.Bytes += size
 	if dryRun {
 		return true, nil
 	}
@@ -288,15 +287,23 @@ func (o offline) Remove(dir uint64, name string) error {
 	return err
 }
 
-// lastChange is when an inode's content or metadata last changed.
-func (c *Collector) lastChange(n *index.Inode) int64 {
-	t := max(n.Mtime, n.Ctime)
+// written is when the executor last wrote an inode, and its logical size.
+// A directory counts from its creation and a file from its last content
+// change: ctime and a directory's mtime move when names come and go, which
+// the collector's own removals do too, so they would make a resumed run
+// keep what an interrupted one began to remove.
+func (c *Collector) written(n *index.Inode) (int64, int64) {
+	t, size := n.Btime, int64(n.Size)
+	if n.IsDir() {
+		return t, 0
+	}
+	t = max(t, n.Mtime)
 	if n.Staging != 0 {
 		if st, err := c.Store.StagingStat(n.Staging); err == nil {
-			t = max(t, st.ModTime().UnixNano())
+			t, size = max(t, st.ModTime().UnixNano()), st.Size()
 		}
 	}
-	return t
+	return t, size
 }
 
 // nameIn finds the name of ino in directory dir.

@@ -180,10 +180,13 @@ func (tx *Tx) Reap(ino uint64) (staging uint64, err error) {
 	if err := tx.del(inoKey(prefixOrphan, ino)); err != nil {
 		return 0, err
 	}
-	if job, err := tx.ownerJob(n.Owner); err != nil {
+	if o, err := tx.Owner(n.Owner); err != nil {
 		return 0, err
-	} else if job != "" {
-		if err := tx.del(jobRootKey(job, ino)); err != nil {
+	} else {
+		if err := tx.del(rootKey(prefixJobRoot, o.Job, ino)); err != nil {
+			return 0, err
+		}
+		if err := tx.del(rootKey(prefixExecutorRoot, o.Executor, ino)); err != nil {
 			return 0, err
 		}
 	}

@@ -28,6 +28,7 @@ type Inode struct {
 	Atime  int64
 	Mtime  int64
 	Ctime  int64
+	Btime  int64  // creation: set once, moved by nothing (the collector's cutoff)
 	Parent uint64 // a directory's parent (directories have exactly one)
 	// Staging, when not zero, names the staging file that holds the content;
 	// otherwise a regular file's content is its manifest (none: empty).
@@ -48,7 +49,7 @@ func Now() int64 { return time.Now().UnixNano() }
 const inodeV1 = 1
 
 // inodeFixed is the encoded length of everything but Target.
-const inodeFixed = 1 + 5*4 + 8 + 3*8 + 8 + 8 + 8
+const inodeFixed = 1 + 5*4 + 8 + 4*8 + 8 + 8 + 8
 
 func (n *Inode) marshal() []byte {
 	b := make([]byte, inodeFixed, inodeFixed+len(n.Target))
@@ -58,7 +59,7 @@ func (n *Inode) marshal() []byte {
 		binary.BigEndian.PutUint32(p, v)
 		p = p[4:]
 	}
-	for _, v := range []uint64{n.Size, uint64(n.Atime), uint64(n.Mtime), uint64(n.Ctime), n.Parent, n.Staging, n.Owner} {
+	for _, v := range []uint64{n.Size, uint64(n.Atime), uint64(n.Mtime), uint64(n.Ctime), uint64(n.Btime), n.Parent, n.Staging, n.Owner} {
 		binary.BigEndian.PutUint64(p, v)
 		p = p[8:]
 	}
@@ -75,12 +76,12 @@ func unmarshalInode(ino uint64, b []byte) (*Inode, error) {
 		*v = binary.BigEndian.Uint32(p)
 		p = p[4:]
 	}
-	var at, mt, ct uint64
-	for _, v := range []*uint64{&n.Size, &at, &mt, &ct, &n.Parent, &n.Staging, &n.Owner} {
+	var at, mt, ct, bt uint64
+	for _, v := range []*uint64{&n.Size, &at, &mt, &ct, &bt, &n.Parent, &n.Staging, &n.Owner} {
 		*v = binary.BigEndian.Uint64(p)
 		p = p[8:]
 	}
-	n.Atime, n.Mtime, n.Ctime = int64(at), int64(mt), int64(ct)
+	n.Atime, n.Mtime, n.Ctime, n.Btime = int64(at), int64(mt), int64(ct), int64(bt)
 	n.Target = string(p)
 	return n, nil
 }

@@ -89,7 +89,7 @@ func (tx *Tx) Create(parent uint64, name string, n *Inode) error {
 	if err := tx.putDirent(parent, Dirent{Name: name, Ino: n.Ino, Mode: n.Mode}); err != nil {
 		return err
 	}
-	if err := tx.indexRoot(n, p.Owner, ""); err != nil {
+	if err := tx.indexRoot(n, p.Owner, 0); err != nil {
 		return err
 	}
 	return tx.PutInode(p)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/statefs/statefs/manifest"
 )
@@ -15,9 +16,10 @@ import (
 // the tree.
 
 const (
-	prefixOwner     = 'w' // owner id -> encoded owner
-	prefixOwnerByID = 'W' // encoded owner -> owner id
-	prefixJobRoot   = 'r' // job, 0, ino -> nothing
+	prefixOwner        = 'w' // owner id -> encoded owner
+	prefixOwnerByID    = 'W' // encoded owner -> owner id
+	prefixJobRoot      = 'r' // job, 0, ino -> nothing
+	prefixExecutorRoot = 'e' // executor, 0, ino -> nothing
 )
 
 func encodeOwner(o manifest.Owner) []byte {
@@ -84,21 +86,31 @@ func (tx *Tx) Owner(id uint64) (manifest.Owner, error) {
 	return decodeOwner(b)
 }
 
-func jobRootKey(job string, ino uint64) []byte {
-	k := append([]byte{prefixJobRoot}, job...)
+func rootKey(prefix byte, id string, ino uint64) []byte {
+	k := append([]byte{prefix}, id...)
 	k = append(k, 0)
 	return binary.BigEndian.AppendUint64(k, ino)
 }
 
-// JobRoots lists the inodes job owns whose parent it does not own.
-func (tx *Tx) JobRoots(job string) ([]uint64, error) {
-	prefix := append(append([]byte{prefixJobRoot}, job...), 0)
+func jobRootKey(job string, ino uint64) []byte { return rootKey(prefixJobRoot, job, ino) }
+
+func (tx *Tx) roots(prefix byte, id string) ([]uint64, error) {
+	p := append(append([]byte{prefix}, id...), 0)
 	var inos []uint64
-	err := tx.scan(prefix, false, func(k, _ []byte) (bool, error) {
-		inos = append(inos, binary.BigEndian.Uint64(k[len(prefix):]))
+	err := tx.scan(p, false, func(k, _ []byte) (bool, error) {
+		inos = append(inos, binary.BigEndian.Uint64(k[len(p):]))
 		return true, nil
 	})
 	return inos, err
+}
+
+// JobRoots lists the inodes job owns whose parent it does not own.
+func (tx *Tx) JobRoots(job string) ([]uint64, error) { return tx.roots(prefixJobRoot, job) }
+
+// ExecutorRoots lists the inodes of executor whose parent is not its:
+// its tm_<resource-id> directories.
+func (tx *Tx) ExecutorRoots(executor string) ([]uint64, error) {
+	return tx.roots(prefixExecutorRoot, executor)
 }
 
 // ownerJob is the job of the owner numbered id ("" if none).
@@ -107,29 +119,39 @@ func (tx *Tx) ownerJob(id uint64) (string, error) {
 	return o.Job, err
 }
 
-// indexRoot records or clears n as a root of its job, given its parent's
-// owner. Called whenever n gets a parent or an owner.
-func (tx *Tx) indexRoot(n *Inode, parentOwner uint64, oldJob string) error {
-	job, err := tx.ownerJob(n.Owner)
-	if err != nil {
-		return err
-	}
-	parentJob, err := tx.ownerJob(parentOwner)
-	if err != nil {
-		return err
-	}
-	if oldJob != "" && oldJob != job {
-		if err := tx.del(jobRootKey(oldJob, n.Ino)); err != nil {
+// indexRoot records or clears n as a root of its job and of its
+// executor, given its parent's owner and the owner it had before (0 if
+// none). Called whenever n gets a parent or an owner.
+func (tx *Tx) indexRoot(n *Inode, parentOwner, oldOwner uint64) error {
+	var o [3]manifest.Owner // n's, its parent's, its old one
+	for i, id := range []uint64{n.Owner, parentOwner, oldOwner} {
+		var err error
+		if o[i], err = tx.Owner(id); err != nil {
 			return err
 		}
 	}
-	if job == "" {
+	if err := tx.setRoot(prefixJobRoot, n.Ino, o[0].Job, o[1].Job, o[2].Job); err != nil {
+		return err
+	}
+	return tx.setRoot(prefixExecutorRoot, n.Ino, o[0].Executor, o[1].Executor, o[2].Executor)
+}
+
+// setRoot keeps one root index right for inode ino whose id is now id,
+// under a parent with parentID, and was old before.
+func (tx *Tx) setRoot(prefix byte, ino uint64, id, parentID, old string) error {
+	if old != "" && old != id {
+		if err := tx.del(rootKey(prefix, old, ino)); err != nil {
+			return err
+		}
+	}
+	switch {
+	case id == "":
 		return nil
+	case id != parentID:
+		return tx.set(rootKey(prefix, id, ino), nil)
+	default:
+		return tx.del(rootKey(prefix, id, ino))
 	}
-	if job != parentJob {
-		return tx.set(jobRootKey(job, n.Ino), nil)
-	}
-	return tx.del(jobRootKey(job, n.Ino))
 }
 
 // Reown gives inode ino, named path (relative to the mount root), and
@@ -140,13 +162,24 @@ func (tx *Tx) Reown(ino uint64, path string, rules *manifest.Rules) error {
 	if err != nil {
 		return err
 	}
-	parentOwner := uint64(0)
-	if n.IsDir() {
-		if p, err := tx.Inode(n.Parent); err == nil {
-			parentOwner = p.Owner
-		}
+	parent, err := tx.resolve(strings.Split(path, "/")[:strings.Count(path, "/")])
+	if err != nil {
+		return fmt.Errorf("reowning %s: %w", path, err)
 	}
-	return tx.reown(n, parentOwner, path, rules)
+	return tx.reown(n, parent.Owner, path, rules)
+}
+
+// resolve looks up the directory at names below the root.
+func (tx *Tx) resolve(names []string) (*Inode, error) {
+	ino := uint64(RootIno)
+	for _, name := range names {
+		d, err := tx.Lookup(ino, name)
+		if err != nil {
+			return nil, err
+		}
+		ino = d.Ino
+	}
+	return tx.Inode(ino)
 }
 
 func (tx *Tx) reown(n *Inode, parentOwner uint64, path string, rules *manifest.Rules) error {
@@ -154,19 +187,14 @@ func (tx *Tx) reown(n *Inode, parentOwner uint64, path string, rules *manifest.R
 	if err != nil {
 		return err
 	}
-	if id != n.Owner {
-		oldJob, err := tx.ownerJob(n.Owner)
-		if err != nil {
-			return err
-		}
+	old := n.Owner
+	if id != old {
 		n.Owner = id
 		if err := tx.PutInode(n); err != nil {
 			return err
 		}
-		if err := tx.indexRoot(n, parentOwner, oldJob); err != nil {
-			return err
-		}
-	} else if err := tx.indexRoot(n, parentOwner, ""); err != nil {
+	}
+	if err := tx.indexRoot(n, parentOwner, old); err != nil {
 		return err
 	}
 	if !n.IsDir() {

@@ -25,6 +25,7 @@ func main() {
 			gcCommand(),
 			jobCommand(),
 			jobsCommand(),
+			fsckCommand(),
 		},
 		OnUsageError: usageError,
 		// Errors are printed once, by main, as one line.

@@ -1,0 +1,519 @@
+package gc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/store"
+)
+
+// Flink ids for the collector tests.
+var flinkIDs = strings.NewReplacer(
+	"{A}", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	"{B}", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+	"{D}", "dddddddddddddddddddddddddddddddd",
+	"{E}", "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee",
+	"{V}", "cccccccccccccccccccccccccccccccc",
+	"{U}", "12345678-9abc-def0-1234-56789abcdef0",
+)
+
+var (
+	jobA = flinkIDs.Replace("{A}")
+	jobB = flinkIDs.Replace("{B}")
+)
+
+// fixture is a store whose namespace the test builds through the index as
+// the fs layer would: owners from FlinkRules, writes noted for their jobs,
+// file content staged and sealed into chunks.
+type fixture struct {
+	t *testing.T
+	s *store.Store
+}
+
+// newFixture opens a new store for t, which runs in parallel with the
+// other tests that have one: stores share nothing, and opening one takes
+// a while.
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	t.Parallel()
+	s, _, err := store.Open(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &fixture{t: t, s: s}
+}
+
+// build creates paths in order ({X} are flinkIDs): one ending in "/" is a
+// directory, "x=y" makes x another name of file y, and any other path is a
+// file whose sealed content is made from its path; a path starting with
+// "~" is a file left in staging, unsealed.
+func (f *fixture) build(paths ...string) {
+	f.t.Helper()
+	for _, p := range paths {
+		p, target, isLink := strings.Cut(flinkIDs.Replace(p), "=")
+		switch {
+		case isLink:
+			f.link(p, target)
+		case strings.HasSuffix(p, "/"):
+			f.mkdir(strings.TrimSuffix(p, "/"))
+		case strings.HasPrefix(p, "~"):
+			f.write(p[1:], content(p[1:]), false)
+		default:
+			f.write(p, content(p), true)
+		}
+	}
+}
+
+// content is 40 to 100 KiB that do not compress, different for every
+// path: more than the store keeps inline, so each file has a chunk.
+func content(p string) []byte {
+	h := fnv.New64a()
+	h.Write([]byte(p))
+	seed := h.Sum64()
+	b := make([]byte, 40<<10+int(seed%(60<<10)))
+	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)}).Read(b)
+	return b
+}
+
+// create adds a new inode of mode at p, owned as its path says.
+func (f *fixture) create(p string, mode uint32, staging uint64) uint64 {
+	f.t.Helper()
+	ino, err := f.s.Index.NewIno()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	dir, name := path.Split(p)
+	parent := f.lookup(dir)
+	owner := manifest.FlinkRules().Owner(p)
+	now := index.Now()
+	err = f.s.Index.Update(func(tx *index.Tx) (err error) {
+		n := &index.Inode{Ino: ino, Mode: mode, Atime: now, Mtime: now, Ctime: now, Btime: now}
+		if n.Owner, err = tx.OwnerID(owner); err != nil {
+			return err
+		}
+		if err := tx.Create(parent, name, n); err != nil {
+			return err
+		}
+		if staging != 0 {
+			if _, err := tx.SetStaging(n, staging); err != nil {
+				return err
+			}
+		}
+		return tx.NoteWrite(owner, now)
+	})
+	if err != nil {
+		f.t.Fatalf("creating %s: %v", p, err)
+	}
+	return ino
+}
+
+func (f *fixture) mkdir(p string) uint64 {
+	f.t.Helper()
+	return f.create(p, syscall.S_IFDIR|0o755, 0)
+}
+
+// write makes data the content of the file at p, creating it if need be,
+// and seals it if seal is set.
+func (f *fixture) write(p string, data []byte, seal bool) {
+	f.t.Helper()
+	id, file, err := f.s.NewStaging()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := file.Write(data); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := file.Close(); err != nil {
+		f.t.Fatal(err)
+	}
+	ino, err := f.tryLookup(p)
+	switch {
+	case errors.Is(err, index.ErrNotFound):
+		ino = f.create(p, syscall.S_IFREG|0o644, id)
+	case err != nil:
+		f.t.Fatal(err)
+	default:
+		var old uint64
+		err = f.s.Index.Update(func(tx *index.Tx) error {
+			n, err := tx.Inode(ino)
+			if err != nil {
+				return err
+			}
+			if old, err = tx.SetStaging(n, id); err != nil {
+				return err
+			}
+			return tx.NoteWrite(manifest.FlinkRules().Owner(p), index.Now())
+		})
+		if err != nil {
+			f.t.Fatalf("rewriting %s: %v", p, err)
+		}
+		f.s.RemoveStaging(old)
+	}
+	if !seal {
+		return
+	}
+	x, err := f.s.Seal(ino)
+	if err != nil || x == nil {
+		f.t.Fatalf("Seal(%s) = %v, %v", p, x, err)
+	}
+	if err := f.s.CommitSeal(x); err != nil {
+		f.t.Fatalf("CommitSeal(%s): %v", p, err)
+	}
+}
+
+// link makes p another name of the file target.
+func (f *fixture) link(p, target string) {
+	f.t.Helper()
+	ino := f.lookup(target)
+	dir, name := path.Split(p)
+	parent := f.lookup(dir)
+	err := f.s.Index.Update(func(tx *index.Tx) error { _, err := tx.Link(parent, name, ino); return err })
+	if err != nil {
+		f.t.Fatalf("linking %s to %s: %v", p, target, err)
+	}
+}
+
+// remove removes p (a file or an empty directory) as the collector does.
+func (f *fixture) remove(p string) {
+	f.t.Helper()
+	p = flinkIDs.Replace(p)
+	dir, name := path.Split(p)
+	parent := f.lookup(dir)
+	err := f.s.Index.Update(func(tx *index.Tx) error {
+		d, err := tx.Lookup(parent, name)
+		if err != nil {
+			return err
+		}
+		if d.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			return tx.Rmdir(parent, name)
+		}
+		n, err := tx.Unlink(parent, name)
+		if err != nil || n.Nlink > 0 {
+			return err
+		}
+		_, err = tx.Reap(n.Ino)
+		return err
+	})
+	if err != nil {
+		f.t.Fatalf("removing %s: %v", p, err)
+	}
+}
+
+func (f *fixture) tryLookup(p string) (uint64, error) {
+	ino := uint64(index.RootIno)
+	err := f.s.Index.View(func(tx *index.Tx) error {
+		for _, name := range strings.Split(strings.Trim(p, "/"), "/") {
+			if name == "" {
+				continue
+			}
+			d, err := tx.Lookup(ino, name)
+			if err != nil {
+				return err
+			}
+			ino = d.Ino
+		}
+		return nil
+	})
+	return ino, err
+}
+
+func (f *fixture) lookup(p string) uint64 {
+	f.t.Helper()
+	ino, err := f.tryLookup(flinkIDs.Replace(p))
+	if err != nil {
+		f.t.Fatalf("lookup %s: %v", p, err)
+	}
+	return ino
+}
+
+func (f *fixture) inode(ino uint64) *index.Inode {
+	f.t.Helper()
+	var n *index.Inode
+	if err := f.s.Index.View(func(tx *index.Tx) (err error) { n, err = tx.Inode(ino); return err }); err != nil {
+		f.t.Fatalf("Inode(%d): %v", ino, err)
+	}
+	return n
+}
+
+// paths lists every path in the namespace, sorted, directories with a
+// trailing "/".
+func (f *fixture) paths() []string {
+	f.t.Helper()
+	var all []string
+	var visit func(dir uint64, prefix string)
+	visit = func(dir uint64, prefix string) {
+		var ds []index.Dirent
+		err := f.s.Index.View(func(tx *index.Tx) error {
+			return tx.ReadDir(dir, func(d index.Dirent) bool { ds = append(ds, d); return true })
+		})
+		if err != nil {
+			f.t.Fatalf("ReadDir: %v", err)
+		}
+		for _, d := range ds {
+			p := prefix + d.Name
+			if d.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+				all = append(all, p+"/")
+				visit(d.Ino, p+"/")
+			} else {
+				all = append(all, p)
+			}
+		}
+	}
+	visit(index.RootIno, "")
+	slices.Sort(all)
+	return all
+}
+
+// chunks lists the chunks of the sealed file at p.
+func (f *fixture) chunks(p string) []cas.Hash {
+	f.t.Helper()
+	ino := f.lookup(p)
+	var m *manifest.Manifest
+	if err := f.s.Index.View(func(tx *index.Tx) (err error) { m, err = tx.Manifest(ino); return err }); err != nil {
+		f.t.Fatal(err)
+	}
+	if len(m.Chunks()) == 0 {
+		f.t.Fatalf("%s has no chunks", p)
+	}
+	return m.Chunks()
+}
+
+func (f *fixture) hasChunk(h cas.Hash) bool {
+	f.t.Helper()
+	ok, err := f.s.Chunks.Has(h)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ok
+}
+
+func (f *fixture) job(id string) (*index.Job, error) {
+	var j *index.Job
+	err := f.s.Index.View(func(tx *index.Tx) (err error) { j, err = tx.Job(id); return err })
+	return j, err
+}
+
+// sayGone records the operator's "statefs job gone" at at.
+func (f *fixture) sayGone(job string, at time.Time) {
+	f.t.Helper()
+	err := f.s.Index.Update(func(tx *index.Tx) error {
+		j, err := tx.Job(job)
+		if err != nil {
+			return err
+		}
+		j.Operator, j.OperatorAt = "gone", at.UnixNano()
+		return tx.PutJob(j)
+	})
+	if err != nil {
+		f.t.Fatalf("operator gone %s: %v", job, err)
+	}
+}
+
+func (f *fixture) run(c *gc.Collector, dryRun bool) gc.Report {
+	f.t.Helper()
+	r, err := c.Run(context.Background(), dryRun)
+	if err != nil {
+		f.t.Fatalf("Run(dryRun=%v): %v", dryRun, err)
+	}
+	return r
+}
+
+// check verifies what every run, finished or killed, must leave: every
+// name leads to an inode with the right link count, no orphans, the chunk
+// reference counts are those of the manifests reachable from the root,
+// every such chunk is on disk, and every job root exists and belongs to
+// its job.
+func (f *fixture) check() {
+	f.t.Helper()
+	refs := map[cas.Hash]uint64{}
+	links := map[uint64]uint32{}
+	inodes := map[uint64]*index.Inode{}
+	err := f.s.Index.View(func(tx *index.Tx) error {
+		var visit func(dir uint64) error
+		visit = func(dir uint64) error {
+			var ds []index.Dirent
+			if err := tx.ReadDir(dir, func(d index.Dirent) bool { ds = append(ds, d); return true }); err != nil {
+				return err
+			}
+			for _, d := range ds {
+				n, err := tx.Inode(d.Ino)
+				if err != nil {
+					return errors.Join(errors.New("dirent "+d.Name), err)
+				}
+				links[d.Ino]++
+				if _, seen := inodes[d.Ino]; seen {
+					continue
+				}
+				inodes[d.Ino] = n
+				if n.IsDir() {
+					links[d.Ino]++
+					links[dir]++
+					if n.Parent != dir {
+						f.t.Errorf("directory %s (%d) has parent %d, is in %d", d.Name, d.Ino, n.Parent, dir)
+					}
+					if err := visit(d.Ino); err != nil {
+						return err
+					}
+					continue
+				}
+				m, err := tx.Manifest(d.Ino)
+				if err != nil {
+					return err
+				}
+				for _, h := range m.Chunks() {
+					refs[h]++
+				}
+			}
+			return nil
+		}
+		if err := visit(index.RootIno); err != nil {
+			return err
+		}
+		for ino, n := range inodes {
+			if n.Nlink != links[ino] {
+				f.t.Errorf("inode %d has nlink %d, %d names refer to it", ino, n.Nlink, links[ino])
+			}
+		}
+		for h, want := range refs {
+			got, err := tx.ChunkRefs(h)
+			if err != nil {
+				return err
+			}
+			if got != want {
+				f.t.Errorf("chunk %s has %d references, manifests make %d", h, got, want)
+			}
+			if !f.hasChunk(h) {
+				f.t.Errorf("chunk %s is referred to but not on disk", h)
+			}
+		}
+		if orphans, err := tx.Orphans(); err != nil || len(orphans) > 0 {
+			f.t.Errorf("orphans left: %v, %v", orphans, err)
+		}
+		for _, job := range []string{jobA, jobB} {
+			roots, err := tx.JobRoots(job)
+			if err != nil {
+				return err
+			}
+			for _, ino := range roots {
+				n, ok := inodes[ino]
+				if !ok {
+					f.t.Errorf("job %.8s… has root %d, which no name reaches", job, ino)
+					continue
+				}
+				if o, err := tx.Owner(n.Owner); err != nil || o.Job != job {
+					f.t.Errorf("job %.8s… has root %d owned by %+v, %v", job, ino, o, err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		f.t.Fatalf("checking the store: %v", err)
+	}
+}
+
+// stagingFiles counts the files in the store's staging directory.
+func (f *fixture) stagingFiles() int {
+	f.t.Helper()
+	es, err := os.ReadDir(filepath.Join(f.s.Dir, "staging"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return len(es)
+}
+
+// scriptOracle answers questions about job A with the verdicts of its
+// script in turn, then the last one for ever; about any other job, Unknown.
+type scriptOracle struct {
+	mu     sync.Mutex
+	script []gc.Verdict
+	calls  int
+}
+
+func oracle(script ...gc.Verdict) *scriptOracle { return &scriptOracle{script: script} }
+
+func (o *scriptOracle) Name() string { return "script" }
+
+func (o *scriptOracle) Judge(ctx context.Context, job string) gc.JobVerdict {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	v := gc.Unknown
+	if job == jobA {
+		v = o.script[min(o.calls, len(o.script)-1)]
+		o.calls++
+	}
+	return gc.JobVerdict{Job: job, Verdict: v, Oracle: o.Name(), Evidence: "script says " + v.String(), At: time.Now()}
+}
+
+// collected describes candidates briefly, for messages.
+func collected(cs []gc.Candidate) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("{job %s: %d inodes, %d bytes, %d kept}", shortIDs.Replace(c.Job.ID), c.Inodes, c.Bytes, c.Kept))
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+// shortIDs writes the flinkIDs back as their placeholders, for messages.
+var shortIDs = strings.NewReplacer(
+	jobA, "{A}", jobB, "{B}",
+	flinkIDs.Replace("{D}"), "{D}", flinkIDs.Replace("{E}"), "{E}",
+	flinkIDs.Replace("{V}"), "{V}", flinkIDs.Replace("{U}"), "{U}",
+)
+
+// checkPaths reports the difference between the namespace and want.
+func (f *fixture) checkPaths(when string, want []string) {
+	f.t.Helper()
+	got := f.paths()
+	var missing, extra []string
+	for _, p := range want {
+		if !slices.Contains(got, p) {
+			missing = append(missing, shortIDs.Replace(p))
+		}
+	}
+	for _, p := range got {
+		if !slices.Contains(want, p) {
+			extra = append(extra, shortIDs.Replace(p))
+		}
+	}
+	if len(missing)+len(extra) > 0 {
+		f.t.Errorf("%s: namespace lacks %q\nand has more: %q", when, missing, extra)
+	}
+}
+
+// only keeps the paths in all that contain any of subs (with flinkIDs).
+func only(all []string, subs ...string) []string {
+	var out []string
+	for _, p := range all {
+		for _, s := range subs {
+			if strings.Contains(p, flinkIDs.Replace(s)) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// without removes from all the paths that contain any of subs.
+func without(all []string, subs ...string) []string {
+	drop := only(all, subs...)
+	return slices.DeleteFunc(slices.Clone(all), func(p string) bool { return slices.Contains(drop, p) })
+}
