@@ -33,9 +33,11 @@ type Collector struct {
 	Now func() time.Time
 }
 
-// Candidate is one job whose state a run removed (or, dry, would remove).
+// Candidate is one job, or one executor's tree, whose state a run removed
+// (or, dry, would remove).
 type Candidate struct {
-	Job     index.Job  `json:"job"`
+	Job      index.Job  `json:"job"`
+	Executor string     `json:"executor,omitempty"` // set for an executor's tree
 	Verdict JobVerdict `json:"verdict"`
 	Inodes  int        `json:"inodes"`
 	Bytes   int64      `json:"bytes"` // logical bytes of the files removed
@@ -89,6 +91,11 @@ func (c *Collector) Run(ctx context.Context, dryRun bool) (Report, error) {
 			r.Collected = append(r.Collected, cand)
 		}
 	}
+	executors, err := c.collectExecutors(dryRun)
+	if err != nil {
+		return r, err
+	}
+	r.Collected = append(r.Collected, executors...)
 	if r.Swept, err = c.Store.Sweep(dryRun); err != nil {
 		return r, err
 	}
@@ -304,6 +311,83 @@ func (c *Collector) written(n *index.Inode) (int64, int64) {
 		}
 	}
 	return t, size
+}
+
+// collectExecutors removes the trees (tm_<resource-id>) of executors that
+// held jobs, all of them gone and collected, and that nothing has written
+// for the grace period: the trees of TaskManagers whose resource id never
+// comes back. What was written within the grace period stays.
+func (c *Collector) collectExecutors(dryRun bool) ([]Candidate, error) {
+	var executors []*index.Executor
+	var done []Candidate
+	cutoff := c.now().Add(-c.Grace).UnixNano()
+	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
+		executors, err = tx.Executors()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range executors {
+		ok, err := c.executorGone(e, cutoff)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		cand := Candidate{Executor: e.ID}
+		var roots []uint64
+		err = c.Store.Index.View(func(tx *index.Tx) (err error) {
+			roots, err = tx.ExecutorRoots(e.ID)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, root := range roots {
+			if err := c.removeTree(root, cutoff, dryRun, &cand); err != nil {
+				return nil, fmt.Errorf("collecting executor %s: %w", e.ID, err)
+			}
+		}
+		if !dryRun {
+			err = c.Store.Index.Update(func(tx *index.Tx) error {
+				left, err := tx.ExecutorRoots(e.ID)
+				if err != nil || len(left) > 0 {
+					return err
+				}
+				return tx.DeleteExecutor(e.ID)
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		done = append(done, cand)
+	}
+	return done, nil
+}
+
+// executorGone reports whether every job executor e held has been
+// collected (its record goes with its last state: a job whose id came back
+// keeps its record, and so its executor's tree stays) and nothing wrote to
+// the tree since cutoff.
+func (c *Collector) executorGone(e *index.Executor, cutoff int64) (bool, error) {
+	if len(e.Jobs) == 0 || e.LastWrite >= cutoff {
+		return false, nil
+	}
+	collected := true
+	err := c.Store.Index.View(func(tx *index.Tx) error {
+		for _, id := range e.Jobs {
+			_, err := tx.Job(id)
+			if err == nil {
+				collected = false
+			} else if !errors.Is(err, index.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+	return collected, err
 }
 
 // nameIn finds the name of ino in directory dir.

@@ -580,7 +580,8 @@ func TestCollectCountsStagingBytes(t *testing.T) {
 	f.sayGone(jobA, time.Now())
 	r := f.run(f.collector(), false)
 	want := int64(len(content(flinkIDs.Replace(rocksA + "/000010.log"))))
-	if len(r.Collected) != 1 || r.Collected[0].Inodes != 2 || r.Collected[0].Bytes != want {
+	// The executor tm_x held only job A, so its tree goes too, after A's.
+	if len(r.Collected) != 2 || r.Collected[0].Inodes != 2 || r.Collected[0].Bytes != want || r.Collected[1].Executor != "x" {
 		t.Errorf("Collected %s, want 2 inodes, %d bytes", collected(r.Collected), want)
 	}
 	if n := f.stagingFiles(); n != 0 {

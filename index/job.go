@@ -7,7 +7,10 @@ import (
 	"github.com/statefs/statefs/manifest"
 )
 
-const prefixJob = 'J' // job id -> Job as JSON
+const (
+	prefixJob      = 'J' // job id -> Job as JSON
+	prefixExecutor = 'E' // resource id -> Executor as JSON
+)
 
 // Job is what the index knows about one job: when its state was written,
 // where, and the latest verdict about whether it still lives. Times are
@@ -69,9 +72,71 @@ func (tx *Tx) Jobs() ([]*Job, error) {
 	return jobs, err
 }
 
+// Executor is what the index knows about one executor's tree
+// (tm_<resource-id>): when it was last written and which jobs it held.
+type Executor struct {
+	ID        string   `json:"id"`
+	LastWrite int64    `json:"last_write"`
+	Jobs      []string `json:"jobs,omitempty"`
+}
+
+// Executor reads the record of executor id; ErrNotFound if none.
+func (tx *Tx) Executor(id string) (*Executor, error) {
+	b, err := tx.get(append([]byte{prefixExecutor}, id...))
+	if err != nil {
+		return nil, err
+	}
+	e := &Executor{}
+	return e, json.Unmarshal(b, e)
+}
+
+// Executors lists every executor record, ordered by id.
+func (tx *Tx) Executors() ([]*Executor, error) {
+	var es []*Executor
+	err := tx.scan([]byte{prefixExecutor}, true, func(_, v []byte) (bool, error) {
+		e := &Executor{}
+		if err := json.Unmarshal(v, e); err != nil {
+			return false, err
+		}
+		es = append(es, e)
+		return true, nil
+	})
+	return es, err
+}
+
+// DeleteExecutor removes the record of executor id.
+func (tx *Tx) DeleteExecutor(id string) error {
+	return tx.del(append([]byte{prefixExecutor}, id...))
+}
+
+func (tx *Tx) noteExecutorWrite(o manifest.Owner, now int64) error {
+	e, err := tx.Executor(o.Executor)
+	if err == ErrNotFound {
+		e, err = &Executor{ID: o.Executor}, nil
+	}
+	if err != nil {
+		return err
+	}
+	e.LastWrite = max(e.LastWrite, now)
+	if o.Job != "" && !slices.Contains(e.Jobs, o.Job) {
+		e.Jobs = append(e.Jobs, o.Job)
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return tx.set(append([]byte{prefixExecutor}, e.ID...), b)
+}
+
 // NoteWrite records that state owned by o was written at now: the job's
-// first and last write and the executors and allocations it was seen on.
+// first and last write and the executors and allocations it was seen on,
+// and the executor's last write and jobs.
 func (tx *Tx) NoteWrite(o manifest.Owner, now int64) error {
+	if o.Executor != "" {
+		if err := tx.noteExecutorWrite(o, now); err != nil {
+			return err
+		}
+	}
 	if o.Job == "" {
 		return nil
 	}

@@ -18,14 +18,20 @@ import (
 // lays it out, and returns the files written with their content.
 func flinkTree(t *testing.T, m *Mount, job string, seed int64) map[string][]byte {
 	t.Helper()
+	return flinkTreeOn(t, m, "tm-1", job, seed)
+}
+
+// flinkTreeOn is flinkTree under the executor with resource id rid.
+func flinkTreeOn(t *testing.T, m *Mount, rid, job string, seed int64) map[string][]byte {
+	t.Helper()
 	const (
 		alloc  = "0123456789abcdef0123456789abcdef"
 		vertex = "fedcba9876543210fedcba9876543210"
 		op     = "window_agg_3f2a"
 		uuid   = "5b1c2f3e-0a1b-4c2d-8e9f-0123456789ab"
 	)
-	chk := fmt.Sprintf("tm_tm-1/localState/aid_%s/jid_%s/vtx_%s_sti_0/chk_7", alloc, job, vertex)
-	db := fmt.Sprintf("tm_tm-1/tmp/job_%s_op_%s_uuid_%s/db", job, op, uuid)
+	chk := fmt.Sprintf("tm_%s/localState/aid_%s/jid_%s/vtx_%s_sti_0/chk_7", rid, alloc, job, vertex)
+	db := fmt.Sprintf("tm_%s/tmp/job_%s_op_%s_uuid_%s/db", rid, job, op, uuid)
 	files := map[string][]byte{
 		chk + "/_task_state_snapshot": []byte("snapshot of " + job),
 		chk + "/rocks/000012.sst":     pseudoRandom(3<<20, seed),
@@ -300,4 +306,30 @@ func TestGCWhileWritersDeduplicate(t *testing.T) {
 	verify("after gc")
 	m.Restart()
 	verify("after restart")
+}
+
+// The tree of an executor whose jobs are all gone and collected, and that
+// nothing writes any more (a TaskManager pod name that never comes back),
+// goes too; a tree that still holds a job's state stays.
+func TestGCRemovesAbandonedExecutorTrees(t *testing.T) {
+	m := mountFS(t)
+	old := flinkTreeOn(t, m, "tm-old", jobGone, 300)
+	current := flinkTreeOn(t, m, "tm-new", jobLive, 310)
+	// The executors' own files: slots to re-offer after a restart.
+	for tree, dir := range map[*map[string][]byte]string{&old: "tm_tm-old", &current: "tm_tm-new"} {
+		slot := dir + "/slotAllocationSnapshots/0.bin"
+		require.NoError(t, os.MkdirAll(filepath.Dir(m.Path(slot)), 0o755))
+		putFile(t, m.Path(slot), []byte("slot 0"), 0o644)
+		(*tree)[slot] = []byte("slot 0")
+	}
+	m.Unmount()
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
+	require.Contains(t, out, "removed executor tm-old")
+	require.NotContains(t, out, "executor tm-new")
+	m.Start()
+	requireTree(t, m, old, false)
+	_, err := os.Lstat(m.Path("tm_tm-old"))
+	require.True(t, os.IsNotExist(err), "tm_tm-old should be gone: %v", err)
+	requireTree(t, m, current, true)
 }

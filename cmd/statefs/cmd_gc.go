@@ -67,6 +67,11 @@ func runGC(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "job %s: %s (%s)\n", v.Job, v.Verdict, v.Evidence)
 	}
 	for _, cand := range report.Collected {
+		if cand.Executor != "" {
+			fmt.Fprintf(c.App.Writer, "%s executor %s: %d inodes, %d bytes (every job it held is gone and collected, nothing written within the grace period); kept %d\n",
+				verb, cand.Executor, cand.Inodes, cand.Bytes, cand.Kept)
+			continue
+		}
 		fmt.Fprintf(c.App.Writer, "%s job %s: %d inodes, %d bytes (verdict %s since %s: %s); kept %d written after it\n",
 			verb, cand.Job.ID, cand.Inodes, cand.Bytes, cand.Verdict.Verdict, stamp(cand.Job.Since), cand.Verdict.Evidence, cand.Kept)
 	}
