@@ -38,10 +38,10 @@ type Collector struct {
 type Candidate struct {
 	Job      index.Job  `json:"job"`
 	Executor string     `json:"executor,omitempty"` // set for an executor's tree
-	Verdict JobVerdict `json:"verdict"`
-	Inodes  int        `json:"inodes"`
-	Bytes   int64      `json:"bytes"` // logical bytes of the files removed
-	Kept    int        `json:"kept"`  // inodes kept: written after the verdict
+	Verdict  JobVerdict `json:"verdict"`
+	Inodes   int        `json:"inodes"`
+	Bytes    int64      `json:"bytes"` // logical bytes of the files removed
+	Kept     int        `json:"kept"`  // inodes kept: written after the verdict
 }
 
 // Report is what one run of the collector did.
