@@ -2,9 +2,11 @@ package test
 
 import (
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -332,4 +334,52 @@ func TestGCRemovesAbandonedExecutorTrees(t *testing.T) {
 	_, err := os.Lstat(m.Path("tm_tm-old"))
 	require.True(t, os.IsNotExist(err), "tm_tm-old should be gone: %v", err)
 	requireTree(t, m, current, true)
+}
+
+// A gc killed in the middle of removing a job, and run again, leaves a
+// store that fsck finds consistent, and the job gone.
+func TestGCKilledMidRunResumes(t *testing.T) {
+	m := mountFS(t)
+	dir := fmt.Sprintf("tm_tm-1/localState/aid_0123456789abcdef0123456789abcdef/jid_%s/vtx_fedcba9876543210fedcba9876543210_sti_0", jobGone)
+	for c := range 20 {
+		chk := m.Path(dir, fmt.Sprintf("chk_%d", c))
+		require.NoError(t, os.MkdirAll(chk, 0o755))
+		for f := range 100 {
+			putFile(t, filepath.Join(chk, fmt.Sprintf("%06d.sst", f)), []byte(fmt.Sprintf("%d/%d", c, f)), 0o644)
+		}
+	}
+	m.Unmount()
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+
+	// Kill gc later and later until a kill lands in the middle of the
+	// removal: some of the job's files gone, some left.
+	left := 2000
+	for try := 0; left == 2000; try++ {
+		require.Less(t, try, 40, "no kill landed while gc was removing")
+		cmd := exec.Command(binary, "gc", "--store", m.Store, "--grace", "0")
+		require.NoError(t, cmd.Start())
+		time.Sleep(time.Duration(try*5) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		out, err := statefs("fsck", "--store", m.Store)
+		require.NoError(t, err, "fsck after a killed gc:\n%s", out)
+		m.Start()
+		left = 0
+		filepath.WalkDir(m.Path(dir), func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				left++
+			}
+			return nil
+		})
+		m.Unmount()
+	}
+	require.Positive(t, left, "gc finished before the kill; nothing was interrupted")
+	t.Logf("a killed gc left %d of the job's 2000 files", left)
+
+	mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
+	out, err := statefs("fsck", "--store", m.Store)
+	require.NoError(t, err, "fsck after the re-run:\n%s", out)
+	m.Start()
+	_, err = os.Lstat(m.Path(dir))
+	require.True(t, os.IsNotExist(err), "the job's state should be gone: %v", err)
 }
