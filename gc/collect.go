@@ -31,6 +31,8 @@ type Collector struct {
 	Grace time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Removed, if set, is called after each inode removed (for a progress bar).
+	Removed func()
 }
 
 // Candidate is one job, or one executor's tree, whose state a run removed
@@ -249,6 +251,9 @@ func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun boo
 	}
 	if err := c.remover().Remove(dir, name); err != nil && !errors.Is(err, index.ErrNotFound) {
 		return false, err
+	}
+	if c.Removed != nil {
+		c.Removed()
 	}
 	return true, nil
 }

@@ -3,7 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/urfave/cli/v2"
 
@@ -47,6 +51,10 @@ func runGC(c *cli.Context) error {
 	err := onStore(c,
 		func(s *store.Store) (err error) {
 			col := &gc.Collector{Store: s, Oracles: req.Oracles(), Grace: req.Grace}
+			if bar := progress(c, "removing"); bar != nil {
+				col.Removed = func() { bar.Add(1) }
+				defer bar.Finish()
+			}
 			report, err = col.Run(c.Context, req.DryRun)
 			return err
 		},
@@ -77,4 +85,15 @@ func runGC(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "%s %d chunks, %d bytes, in %s\n", verb, report.Swept.Chunks, report.Swept.Bytes, report.Took.Round(time.Millisecond))
 	return nil
+}
+
+// progress is a bar counting what a command does, shown only when its
+// output is a terminal and not JSON.
+func progress(c *cli.Context, what string) *progressbar.ProgressBar {
+	f, ok := c.App.ErrWriter.(*os.File)
+	if c.Bool("json") || !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions(-1, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
 }

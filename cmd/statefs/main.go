@@ -28,6 +28,7 @@ func main() {
 			fsckCommand(),
 		},
 		OnUsageError: usageError,
+		ErrWriter:    os.Stderr,
 		// Errors are printed once, by main, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
