@@ -41,13 +41,12 @@ func (f *FS) Status() (Status, error) {
 	return s, err
 }
 
-type statusDir struct{ gofs.Inode }
+type statusDir struct {
+	gofs.Inode
+	readOnly
+}
 
-var (
-	_ = (gofs.NodeGetattrer)((*statusDir)(nil))
-	_ = (gofs.NodeMkdirer)((*statusDir)(nil))
-	_ = (gofs.NodeCreater)((*statusDir)(nil))
-)
+var _ = (gofs.NodeGetattrer)((*statusDir)(nil))
 
 func (f *FS) newStatusDir(ctx context.Context, parent *gofs.Inode) *gofs.Inode {
 	dir := parent.NewPersistentInode(ctx, &statusDir{}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: statusDirIno})
@@ -64,6 +63,8 @@ func (f *FS) newStatusDir(ctx context.Context, parent *gofs.Inode) *gofs.Inode {
 		file := dir.NewPersistentInode(ctx, &statusFile{ino: ino, render: v.render}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 		dir.AddChild(v.name, file, true)
 	}
+	jobs := dir.NewPersistentInode(ctx, &jobsDir{fs: f}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: jobsDirIno})
+	dir.AddChild("jobs", jobs, true)
 	return dir
 }
 
@@ -80,27 +81,17 @@ func (f *FS) jobs() ([]*index.Job, error) {
 // started is when the daemon started: the times .statefs shows.
 var started = time.Now()
 
-func statusDirAttr(a *fuse.Attr) {
-	a.Ino, a.Mode, a.Nlink = statusDirIno, syscall.S_IFDIR|0o555, 2
-	a.SetTimes(&started, &started, &started)
-}
+func statusDirAttr(a *fuse.Attr) { readOnlyDirAttr(a, statusDirIno) }
 
 func (d *statusDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	statusDirAttr(&out.Attr)
 	return 0
 }
 
-func (d *statusDir) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-
-func (d *statusDir) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, syscall.EROFS
-}
-
 // statusFile is a read-only JSON view, rendered anew at every open.
 type statusFile struct {
 	gofs.Inode
+	readOnly
 	ino    uint64
 	render func() (any, error)
 }

@@ -54,19 +54,26 @@ func refusedURL(t *testing.T) string {
 	return "http://" + addr
 }
 
-// hangingServer accepts requests and never answers until the request ends.
-func hangingServer(t *testing.T) *httptest.Server {
+// hangingServer calls start, then holds the request until the client gives up
+// or the test ends.
+func hangingServer(t *testing.T, start func(http.ResponseWriter)) *httptest.Server {
 	t.Helper()
+	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-r.Context().Done()
+		start(w)
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
 	}))
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // runs first: Close waits for handlers
 	return srv
 }
 
 // judgeWithin asks o about testJob and fails the test at once if the answer
 // takes longer than limit.
-func judgeWithin(t *testing.T, limit time.Duration, o gc.Oracle, ctx context.Context) gc.JobVerdict {
+func judgeWithin(t *testing.T, ctx context.Context, limit time.Duration, o gc.Oracle) gc.JobVerdict {
 	t.Helper()
 	done := make(chan gc.JobVerdict, 1)
 	go func() { done <- o.Judge(ctx, testJob) }()
@@ -232,14 +239,12 @@ func TestFlinkRESTUnreachable(t *testing.T) {
 }
 
 func TestFlinkRESTTimeout(t *testing.T) {
-	hang := hangingServer(t)
+	hang := hangingServer(t, func(http.ResponseWriter) {})
 	// Headers and half a body, then nothing: the body read is bounded too.
-	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	stall := hangingServer(t, func(w http.ResponseWriter) {
 		io.WriteString(w, `{"state":"FINI`)
 		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	}))
-	defer stall.Close()
+	})
 
 	for _, tc := range []struct {
 		name   string
@@ -252,7 +257,7 @@ func TestFlinkRESTTimeout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &gc.FlinkREST{URLs: []string{tc.url}, Client: tc.client, Timeout: 100 * time.Millisecond, NotFoundIsGone: true}
-			got := judgeWithin(t, 2*time.Second, f, context.Background())
+			got := judgeWithin(t, context.Background(), 2*time.Second, f)
 			if got.Verdict != gc.Unknown {
 				t.Errorf("%v %q, want unknown", got.Verdict, got.Evidence)
 			}
@@ -261,7 +266,7 @@ func TestFlinkRESTTimeout(t *testing.T) {
 }
 
 func TestFlinkRESTContext(t *testing.T) {
-	hang := hangingServer(t)
+	hang := hangingServer(t, func(http.ResponseWriter) {})
 	ok, okHits := flinkServer(t, 200, details(testJob, "FINISHED"))
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -276,7 +281,7 @@ func TestFlinkRESTContext(t *testing.T) {
 
 	ctx, cancel = context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
-	got = judgeWithin(t, 2*time.Second, &gc.FlinkREST{URLs: []string{hang.URL}, Timeout: time.Minute}, ctx)
+	got = judgeWithin(t, ctx, 2*time.Second, &gc.FlinkREST{URLs: []string{hang.URL}, Timeout: time.Minute})
 	if got.Verdict != gc.Unknown {
 		t.Errorf("canceled during: %v %q, want unknown", got.Verdict, got.Evidence)
 	}
