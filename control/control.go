@@ -119,6 +119,8 @@ func (s *Server) Listen() error {
 	mux.HandleFunc("GET /jobs", s.jobs)
 	mux.HandleFunc("POST /job", s.verdict)
 	mux.HandleFunc("POST /gc", s.gc)
+	mux.HandleFunc("GET /inspect", s.inspect)
+	mux.HandleFunc("GET /du", s.du)
 	s.ln = ln
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)

@@ -127,43 +127,45 @@ func (f *FS) openStaging(st *file, rec *index.Inode, trunc bool) error {
 		}
 		return nil
 	}
-	var id uint64
-	var sf *os.File
-	var err error
-	if trunc || rec.Size == 0 {
-		id, sf, err = f.store.NewStaging()
-	} else {
-		id, sf, err = f.store.Materialize(rec, rec.Size)
+	size := rec.Size
+	if trunc {
+		size = 0
 	}
+	return f.unseal(st, rec, size, true)
+}
+
+// unseal moves the sealed content of st's inode, cut or zero-extended to
+// size, into a new staging file and makes that the content in the index;
+// the file stays open in st.staging if keepOpen. Called with st.mu held.
+func (f *FS) unseal(st *file, rec *index.Inode, size uint64, keepOpen bool) error {
+	id, sf, err := f.store.Materialize(rec, size)
 	if err != nil {
 		return err
 	}
-	if err := f.setStaging(rec.Ino, id); err != nil {
+	var old uint64
+	err = f.store.Index.Update(func(tx *index.Tx) error {
+		n, err := tx.Inode(rec.Ino)
+		if err != nil {
+			return err
+		}
+		old, err = tx.SetStaging(n, id)
+		return err
+	})
+	if err != nil {
 		sf.Close()
 		f.store.RemoveStaging(id)
 		return err
 	}
-	st.staging, st.sealed, st.warm = sf, nil, false
+	f.store.RemoveStaging(old)
+	st.sealed, st.warm = nil, false
 	st.stagingNamed.Store(false)
 	st.gen++
-	return nil
-}
-
-// setStaging makes staging file id the content of inode ino in the index.
-func (f *FS) setStaging(ino, id uint64) error {
-	var old uint64
-	err := f.store.Index.Update(func(tx *index.Tx) error {
-		rec, err := tx.Inode(ino)
-		if err != nil {
-			return err
-		}
-		old, err = tx.SetStaging(rec, id)
-		return err
-	})
-	if err == nil {
-		f.store.RemoveStaging(old)
+	if keepOpen {
+		st.staging = sf
+	} else {
+		sf.Close()
 	}
-	return err
+	return nil
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {

@@ -123,22 +123,8 @@ func (f *FS) truncate(st *file, size uint64) error {
 	case rec.Staging != 0:
 		err = unix.Truncate(f.store.StagingPath(rec.Staging), int64(size))
 	default:
-		id, sf, err := f.store.Materialize(rec, size)
-		if err != nil {
-			return err
-		}
-		if err := f.setStaging(rec.Ino, id); err != nil {
-			sf.Close()
-			f.store.RemoveStaging(id)
-			return err
-		}
-		st.sealed = nil
-		st.stagingNamed.Store(false)
-		if st.opens > 0 {
-			st.staging = sf // open readers of the sealed content read it now
-		} else {
-			sf.Close()
-		}
+		// Open readers of the sealed content read the staging file now.
+		err = f.unseal(st, rec, size, st.opens > 0)
 	}
 	if err == nil && st.opens == 0 {
 		f.scheduleSeal(st.ino)

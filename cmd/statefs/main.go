@@ -26,6 +26,8 @@ func main() {
 			jobCommand(),
 			jobsCommand(),
 			fsckCommand(),
+			inspectCommand(),
+			duCommand(),
 		},
 		OnUsageError: usageError,
 		ErrWriter:    os.Stderr,

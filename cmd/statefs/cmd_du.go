@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/statefs/statefs/control"
+	"github.com/statefs/statefs/store"
+)
+
+func duCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "du",
+		Usage: "sum the store's files and bytes by the job, executor or allocation that owns them",
+		Description: "du walks the namespace once. Logical bytes are the files' sizes; physical bytes are\n" +
+			"their share of the disk: each chunk's size divided among the files that use it, plus\n" +
+			"unsealed files' staging files, so that the shares add up to what the store holds.",
+		Flags: []cli.Flag{
+			storeFlag(),
+			&cli.StringFlag{Name: "by", Value: string(control.ByJob), Usage: "group by `job`, executor or allocation"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return fmt.Errorf("%w: du takes no arguments", errUsage)
+			}
+			by, err := control.ParseGrouping(c.String("by"))
+			if err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			var du *control.DiskUsage
+			err = onStore(c,
+				func(s *store.Store) (err error) { du, err = control.DU(s, by); return err },
+				func(d *control.Client) (err error) { du, err = d.DU(c.Context, by); return err })
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(du)
+			}
+			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "%s\tFILES\tLOGICAL\tPHYSICAL\n", strings.ToUpper(string(du.By)))
+			for _, g := range append(du.Groups, du.Total) {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", g.Group, g.Files, g.LogicalBytes, g.PhysicalBytes)
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if du.UnreferencedChunks > 0 {
+				fmt.Fprintf(c.App.Writer, "unreferenced: %d chunks, %d bytes on disk that no file uses (gc sweeps them)\n",
+					du.UnreferencedChunks, du.UnreferencedBytes)
+			}
+			if du.MissingChunks > 0 {
+				fmt.Fprintf(c.App.Writer, "missing: %d chunks that files use are not on disk (see statefs fsck)\n", du.MissingChunks)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/statefs/statefs/control"
+	"github.com/statefs/statefs/store"
+)
+
+func inspectCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "inspect",
+		Usage:     "show a file or directory of the store: inode, owner, chunks and how they are shared",
+		ArgsUsage: "PATH (relative to the mount root; . is the root)",
+		Flags:     []cli.Flag{storeFlag(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return fmt.Errorf("%w: inspect takes one PATH, relative to the mount root (flags first: statefs inspect --store DIR PATH)", errUsage)
+			}
+			path := c.Args().First()
+			if err := control.CheckPath(path); err != nil {
+				return err
+			}
+			var in *control.Inspection
+			err := onStore(c,
+				func(s *store.Store) (err error) { in, err = control.Inspect(s, path); return err },
+				func(d *control.Client) (err error) { in, err = d.Inspect(c.Context, path); return err })
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(in)
+			}
+			return printInspection(c.App.Writer, in)
+		},
+	}
+}
+
+func printInspection(w io.Writer, in *control.Inspection) error {
+	line := func(key, format string, a ...any) { fmt.Fprintf(w, "%-9s"+format+"\n", append([]any{key}, a...)...) }
+	line("path", "%s", in.Path)
+	line("inode", "%d", in.Ino)
+	line("type", "%s", in.Type)
+	line("mode", "%s %s", in.Mode, in.Permissions)
+	line("size", "%d", in.Size)
+	line("nlink", "%d", in.Nlink)
+	line("uid:gid", "%d:%d", in.Uid, in.Gid)
+	for _, t := range []struct {
+		key string
+		at  time.Time
+	}{{"atime", in.Atime}, {"mtime", in.Mtime}, {"ctime", in.Ctime}, {"btime", in.Btime}} {
+		line(t.key, "%s", timestamp(t.at))
+	}
+	line("owner", "%s", describeOwner(in.Owner))
+	switch {
+	case in.Entries != nil:
+		line("entries", "%d", *in.Entries)
+	case in.Type == "symlink":
+		line("target", "%s", in.Target)
+	}
+	switch in.Content {
+	case "sealed":
+		line("content", "sealed, %d extents", len(in.Extents))
+	case "staging":
+		line("content", "staging (file %016x, not sealed yet)", in.Staging)
+	case "inline":
+		line("content", "inline (%d bytes in the index)", in.Size)
+	case "empty":
+		line("content", "empty")
+	}
+	if in.Sharing == nil {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  OFFSET\tLENGTH\tDISK\tREFS\tCHUNK")
+	for _, e := range in.Extents {
+		disk := fmt.Sprint(e.DiskBytes)
+		if e.Missing {
+			disk = "missing"
+		}
+		fmt.Fprintf(tw, "  %d\t%d\t%s\t%d\t%s\n", e.Off, e.Len, disk, e.Refs, e.Chunk)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	sh := in.Sharing
+	line("unique", "%d bytes in %d chunks, %d bytes on disk (no other file uses them)", sh.UniqueBytes, sh.UniqueChunks, sh.UniqueDiskBytes)
+	line("shared", "%d bytes in %d chunks (other files use them too)", sh.SharedBytes, sh.SharedChunks)
+	if sh.HoleBytes > 0 {
+		line("holes", "%d bytes", sh.HoleBytes)
+	}
+	return nil
+}
+
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(time.RFC3339Nano)
+}
+
+// describeOwner puts an owner on one line: its level and its ids.
+func describeOwner(o control.Owner) string {
+	var ids []string
+	for _, id := range []struct{ name, v string }{
+		{"executor", o.Executor}, {"allocation", o.Allocation}, {"job", o.Job},
+		{"vertex", o.Vertex}, {"subtask", o.Subtask}, {"checkpoint", o.Checkpoint},
+	} {
+		if id.v != "" {
+			ids = append(ids, id.name+" "+id.v)
+		}
+	}
+	if len(ids) == 0 {
+		return control.GroupUnowned
+	}
+	return o.Level + ": " + strings.Join(ids, ", ")
+}

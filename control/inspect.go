@@ -1,0 +1,475 @@
+package control
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/store"
+)
+
+// Inspect and DU are read-only views of a store for `statefs inspect` and
+// `statefs du`. Each reads the index in one transaction, so its inodes,
+// manifests and reference counts are of one commit; the sizes of chunk and
+// staging files are read from the disk afterwards, so on a store a daemon
+// is changing they are of a moment later.
+
+// CheckPath refuses a path Inspect cannot take: it must be relative to the
+// mount root ("." is the root itself) and go downwards only.
+func CheckPath(path string) error {
+	switch {
+	case path == "":
+		return errors.New("the path is empty (. is the mount root)")
+	case strings.HasPrefix(path, "/"):
+		return fmt.Errorf("%s is absolute: give the path relative to the mount root, e.g. tm_<resource-id>/localState/...", path)
+	case slices.Contains(strings.Split(path, "/"), ".."):
+		return fmt.Errorf("%s has a '..' component: give the path relative to the mount root, downwards only", path)
+	}
+	return nil
+}
+
+// Inspection is what `statefs inspect` shows about one inode.
+type Inspection struct {
+	Path        string    `json:"path"`
+	Ino         uint64    `json:"ino"`
+	Type        string    `json:"type"`        // file, directory, symlink, fifo, socket, char-device, block-device
+	Mode        string    `json:"mode"`        // permission bits in octal, with setuid, setgid and sticky
+	Permissions string    `json:"permissions"` // as ls -l shows them
+	Size        uint64    `json:"size"`        // of a staging file: the staging file's size now
+	Nlink       uint32    `json:"nlink"`
+	Uid         uint32    `json:"uid"`
+	Gid         uint32    `json:"gid"`
+	Atime       time.Time `json:"atime"`
+	Mtime       time.Time `json:"mtime"`
+	Ctime       time.Time `json:"ctime"`
+	Btime       time.Time `json:"btime,omitzero"` // creation; the root has none
+	Owner       Owner     `json:"owner"`
+
+	Target  string `json:"target,omitempty"`  // a symlink's
+	Entries *int   `json:"entries,omitempty"` // a directory's names
+
+	// Content is where a regular file's bytes are: "inline" (in the index),
+	// "sealed" (Extents), "staging" (staging file Staging, not sealed yet)
+	// or "empty".
+	Content string          `json:"content,omitempty"`
+	Staging uint64          `json:"staging,omitempty"`
+	Extents []ChunkExtent   `json:"extents,omitempty"`
+	Sharing *ContentSharing `json:"sharing,omitempty"` // of a sealed file
+}
+
+// Owner is manifest.Owner as inspect shows it; an unowned inode has level
+// "none" and no ids.
+type Owner struct {
+	Level      string `json:"level"`
+	Executor   string `json:"executor,omitempty"`
+	Allocation string `json:"allocation,omitempty"`
+	Job        string `json:"job,omitempty"`
+	Vertex     string `json:"vertex,omitempty"`
+	Subtask    string `json:"subtask,omitempty"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+}
+
+// ChunkExtent is one extent of a sealed file with what the store knows of
+// its chunk.
+type ChunkExtent struct {
+	Off       uint64 `json:"off"`
+	Len       uint32 `json:"len"`
+	Chunk     string `json:"chunk"`      // the chunk's hash
+	DiskBytes int64  `json:"disk_bytes"` // the chunk file's size (compressed or not)
+	Refs      uint64 `json:"refs"`       // extents in the whole store that use the chunk
+	Missing   bool   `json:"missing,omitempty"`
+}
+
+// ContentSharing sums a sealed file's extents by whether other files use
+// their chunks too. UniqueBytes + SharedBytes + HoleBytes is the size.
+type ContentSharing struct {
+	UniqueBytes     int64 `json:"unique_bytes"`      // in extents whose chunk only this file uses
+	UniqueChunks    int   `json:"unique_chunks"`     // distinct
+	UniqueDiskBytes int64 `json:"unique_disk_bytes"` // what a sweep frees once the file is gone
+	SharedBytes     int64 `json:"shared_bytes"`      // in extents whose chunk other files use too
+	SharedChunks    int   `json:"shared_chunks"`
+	HoleBytes       int64 `json:"hole_bytes"`
+}
+
+// Inspect describes the inode at path, relative to the mount root (see
+// CheckPath).
+func Inspect(s *store.Store, path string) (*Inspection, error) {
+	if err := CheckPath(path); err != nil {
+		return nil, err
+	}
+	var in *Inspection
+	var m *manifest.Manifest
+	err := s.Index.View(func(tx *index.Tx) error {
+		n, err := tx.Resolve(path)
+		if err != nil {
+			return err
+		}
+		o, err := tx.Owner(n.Owner)
+		if err != nil {
+			return err
+		}
+		in = newInspection(path, n, o)
+		switch {
+		case n.IsDir():
+			entries, err := tx.CountEntries(n.Ino)
+			in.Entries = &entries
+			return err
+		case !n.IsRegular():
+			return nil
+		case n.Staging != 0:
+			in.Content, in.Staging = "staging", n.Staging
+			return nil
+		}
+		if m, err = tx.Manifest(n.Ino); err != nil {
+			return err
+		}
+		switch {
+		case m.Inline != nil:
+			in.Content = "inline"
+		case len(m.Extents) == 0 && m.Size == 0:
+			in.Content = "empty"
+		default:
+			in.Content = "sealed"
+			in.Extents = make([]ChunkExtent, len(m.Extents))
+			for i, e := range m.Extents {
+				refs, err := tx.ChunkRefs(e.Hash)
+				if err != nil {
+					return err
+				}
+				in.Extents[i] = ChunkExtent{Off: e.Off, Len: e.Len, Chunk: e.Hash.String(), Refs: refs}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if in.Content == "staging" {
+		fi, err := s.StagingStat(in.Staging)
+		if err != nil {
+			return nil, fmt.Errorf("%s: staging file: %w", path, err)
+		}
+		in.Size = uint64(fi.Size())
+	}
+	if in.Content == "sealed" {
+		if err := in.share(s.Chunks, m); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return in, nil
+}
+
+func newInspection(path string, n *index.Inode, o manifest.Owner) *Inspection {
+	typ, mode := fileMode(n.Mode)
+	t := func(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+	in := &Inspection{
+		Path: path, Ino: n.Ino, Type: typ, Mode: fmt.Sprintf("%04o", n.Mode&0o7777), Permissions: mode.String(),
+		Size: n.Size, Nlink: n.Nlink, Uid: n.Uid, Gid: n.Gid,
+		Atime: t(n.Atime), Mtime: t(n.Mtime), Ctime: t(n.Ctime),
+		Owner: Owner{Level: o.Level.String(), Executor: o.Executor, Allocation: o.Allocation, Job: o.Job,
+			Vertex: o.Vertex, Subtask: o.Subtask, Checkpoint: o.Checkpoint},
+		Target: n.Target,
+	}
+	if n.Btime != 0 {
+		in.Btime = t(n.Btime)
+	}
+	return in
+}
+
+// fileMode names the file type of a stat(2) mode and converts the mode to
+// Go's form, for printing.
+func fileMode(m uint32) (string, iofs.FileMode) {
+	mode := iofs.FileMode(m & 0o777)
+	for _, bit := range []struct {
+		sys  uint32
+		mode iofs.FileMode
+	}{{syscall.S_ISUID, iofs.ModeSetuid}, {syscall.S_ISGID, iofs.ModeSetgid}, {syscall.S_ISVTX, iofs.ModeSticky}} {
+		if m&bit.sys != 0 {
+			mode |= bit.mode
+		}
+	}
+	switch m & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		return "file", mode
+	case syscall.S_IFDIR:
+		return "directory", mode | iofs.ModeDir
+	case syscall.S_IFLNK:
+		return "symlink", mode | iofs.ModeSymlink
+	case syscall.S_IFIFO:
+		return "fifo", mode | iofs.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		return "socket", mode | iofs.ModeSocket
+	case syscall.S_IFCHR:
+		return "char-device", mode | iofs.ModeDevice | iofs.ModeCharDevice
+	case syscall.S_IFBLK:
+		return "block-device", mode | iofs.ModeDevice
+	}
+	return fmt.Sprintf("type-%o", m&syscall.S_IFMT), mode | iofs.ModeIrregular
+}
+
+// share fills in the chunks' sizes on disk and the file's Sharing. A chunk
+// is unique to the file when all its references are the file's own
+// extents (content repeated inside one file is still unique to it).
+func (in *Inspection) share(chunks *cas.Store, m *manifest.Manifest) error {
+	own := map[string]uint64{}
+	for _, e := range in.Extents {
+		own[e.Chunk]++
+	}
+	sh := &ContentSharing{HoleBytes: int64(m.Size)}
+	counted := map[string]bool{}
+	for i := range in.Extents {
+		e := &in.Extents[i]
+		size, err := chunks.Size(m.Extents[i].Hash)
+		switch {
+		case errors.Is(err, cas.ErrNotFound):
+			e.Missing = true
+		case err != nil:
+			return err
+		}
+		e.DiskBytes = size
+		sh.HoleBytes -= int64(e.Len)
+		unique := e.Refs <= own[e.Chunk]
+		first := !counted[e.Chunk]
+		counted[e.Chunk] = true
+		if unique {
+			sh.UniqueBytes += int64(e.Len)
+			if first {
+				sh.UniqueChunks++
+				sh.UniqueDiskBytes += size
+			}
+		} else {
+			sh.SharedBytes += int64(e.Len)
+			if first {
+				sh.SharedChunks++
+			}
+		}
+	}
+	in.Sharing = sh
+	return nil
+}
+
+// Grouping is what DU sums by: the job, executor or allocation that owns
+// each file.
+type Grouping string
+
+const (
+	ByJob        Grouping = "job"
+	ByExecutor   Grouping = "executor"
+	ByAllocation Grouping = "allocation"
+)
+
+// ParseGrouping reads a --by value.
+func ParseGrouping(s string) (Grouping, error) {
+	switch g := Grouping(s); g {
+	case ByJob, ByExecutor, ByAllocation:
+		return g, nil
+	}
+	return "", fmt.Errorf("cannot group by %q: job, executor or allocation", s)
+}
+
+// The groups of files with no id to group by.
+const (
+	GroupUnowned = "(unowned)" // no rule matched the path: never collected
+	groupNoID    = "(no %s)"   // owned, but at a level above the grouping's (executor state by job)
+)
+
+func (g Grouping) group(o manifest.Owner) string {
+	if o.Level == manifest.LevelNone {
+		return GroupUnowned
+	}
+	id := map[Grouping]string{ByJob: o.Job, ByExecutor: o.Executor, ByAllocation: o.Allocation}[g]
+	if id == "" {
+		return fmt.Sprintf(groupNoID, g)
+	}
+	return id
+}
+
+// DiskUsage is the store's use of its disk summed by owner.
+type DiskUsage struct {
+	By     Grouping     `json:"by"`
+	Groups []GroupUsage `json:"groups"` // by name, the groups in parentheses last
+	Total  GroupUsage   `json:"total"`
+	// UnreferencedBytes are on disk in chunks no file in the namespace uses:
+	// garbage the next sweep removes, or the content of files that were
+	// removed while open. Total.PhysicalBytes - staging + UnreferencedBytes
+	// is the chunk store's size.
+	UnreferencedChunks int   `json:"unreferenced_chunks"`
+	UnreferencedBytes  int64 `json:"unreferenced_bytes"`
+	// MissingChunks are used by files but not on disk (statefs fsck says
+	// more); they count no physical bytes.
+	MissingChunks int `json:"missing_chunks,omitempty"`
+}
+
+// GroupUsage sums the regular files of one group, each inode once however
+// many names it has.
+type GroupUsage struct {
+	Group string `json:"group"`
+	Files int    `json:"files"`
+	// LogicalBytes are the files' sizes (of an unsealed file, its staging
+	// file's size).
+	LogicalBytes int64 `json:"logical_bytes"`
+	// PhysicalBytes are the group's share of the disk: each chunk's size
+	// divided evenly among the extents that use it (the remainder bytes to
+	// the first ones in name order, so that shares add up to the chunk's
+	// size exactly), plus the staging files. Inline content lives in the
+	// index and counts nothing.
+	PhysicalBytes int64 `json:"physical_bytes"`
+}
+
+// DU walks the namespace once and sums its files by owner.
+func DU(s *store.Store, by Grouping) (*DiskUsage, error) {
+	if _, err := ParseGrouping(string(by)); err != nil {
+		return nil, err
+	}
+	type use struct {
+		group int
+		chunk cas.Hash
+	}
+	var (
+		groups  []*GroupUsage
+		byName  = map[string]int{}
+		ofOwner = map[uint64]int{} // owner id -> group
+		uses    []use              // every extent, in walk order
+		users   = map[cas.Hash]int64{}
+		staging = map[uint64]int{} // staging id -> group
+	)
+	err := s.Index.View(func(tx *index.Tx) error {
+		return tx.Walk(index.RootIno, func(_ string, n *index.Inode) error {
+			if !n.IsRegular() {
+				return nil
+			}
+			g, ok := ofOwner[n.Owner]
+			if !ok {
+				o, err := tx.Owner(n.Owner)
+				if err != nil {
+					return err
+				}
+				name := by.group(o)
+				if g, ok = byName[name]; !ok {
+					g = len(groups)
+					byName[name] = g
+					groups = append(groups, &GroupUsage{Group: name})
+				}
+				ofOwner[n.Owner] = g
+			}
+			groups[g].Files++
+			if n.Staging != 0 {
+				staging[n.Staging] = g
+				return nil
+			}
+			groups[g].LogicalBytes += int64(n.Size)
+			m, err := tx.Manifest(n.Ino)
+			if err != nil {
+				return err
+			}
+			for _, e := range m.Extents {
+				uses = append(uses, use{g, e.Hash})
+				users[e.Hash]++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	du := &DiskUsage{By: by}
+	sizes := map[cas.Hash]int64{}
+	err = s.Chunks.Walk(func(h cas.Hash, size int64) error {
+		if users[h] == 0 {
+			du.UnreferencedChunks++
+			du.UnreferencedBytes += size
+		} else {
+			sizes[h] = size
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for h := range users {
+		if _, ok := sizes[h]; !ok {
+			du.MissingChunks++
+		}
+	}
+	shared := map[cas.Hash]int64{} // uses of the chunk given their share so far
+	for _, u := range uses {
+		size, k := sizes[u.chunk], users[u.chunk]
+		share := size / k
+		if shared[u.chunk] < size%k {
+			share++
+		}
+		shared[u.chunk]++
+		groups[u.group].PhysicalBytes += share
+	}
+	for id, g := range staging {
+		fi, err := s.StagingStat(id)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // sealed since the index was read
+		}
+		if err != nil {
+			return nil, err
+		}
+		groups[g].LogicalBytes += fi.Size()
+		groups[g].PhysicalBytes += fi.Size()
+	}
+	du.Groups = []GroupUsage{}
+	for _, g := range groups {
+		du.Groups = append(du.Groups, *g)
+		du.Total.Files += g.Files
+		du.Total.LogicalBytes += g.LogicalBytes
+		du.Total.PhysicalBytes += g.PhysicalBytes
+	}
+	du.Total.Group = "total"
+	slices.SortFunc(du.Groups, func(a, b GroupUsage) int {
+		pa, pb := strings.HasPrefix(a.Group, "("), strings.HasPrefix(b.Group, "(")
+		if pa != pb {
+			if pa {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.Group, b.Group)
+	})
+	return du, nil
+}
+
+func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
+	in, err := Inspect(s.Store, r.URL.Query().Get("path"))
+	reply(w, in, err)
+}
+
+func (s *Server) du(w http.ResponseWriter, r *http.Request) {
+	by, err := ParseGrouping(r.URL.Query().Get("by"))
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	du, err := DU(s.Store, by)
+	reply(w, du, err)
+}
+
+// Inspect describes the inode at path on the daemon's store.
+func (c *Client) Inspect(ctx context.Context, path string) (*Inspection, error) {
+	var in Inspection
+	err := c.call(ctx, http.MethodGet, "/inspect?"+url.Values{"path": {path}}.Encode(), nil, &in)
+	return &in, err
+}
+
+// DU sums the daemon's store by owner.
+func (c *Client) DU(ctx context.Context, by Grouping) (*DiskUsage, error) {
+	var du DiskUsage
+	err := c.call(ctx, http.MethodGet, "/du?"+url.Values{"by": {string(by)}}.Encode(), nil, &du)
+	return &du, err
+}

@@ -1,0 +1,508 @@
+package control_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/control"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/store"
+)
+
+const (
+	jobA   = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	jobB   = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	alloc  = "0123456789abcdef0123456789abcdef"
+	vertex = "cccccccccccccccccccccccccccccccc"
+)
+
+// chk is the checkpoint directory of job in Flink's layout.
+func chk(job string) string {
+	return "tm_tm-1/localState/aid_" + alloc + "/jid_" + job + "/vtx_" + vertex + "_sti_0/chk_7"
+}
+
+// fixture builds a store's namespace through the index as the fs layer
+// would: owners from FlinkRules, content staged and sealed into chunks.
+type fixture struct {
+	t *testing.T
+	s *store.Store
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	t.Parallel()
+	s, _, err := store.Open(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &fixture{t: t, s: s}
+}
+
+// random is n bytes that do not compress, the same for the same seed.
+func random(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)}).Read(b)
+	return b
+}
+
+// mkdirAll creates the directories of p that do not exist.
+func (f *fixture) mkdirAll(p string) uint64 {
+	f.t.Helper()
+	ino := uint64(index.RootIno)
+	if p == "." {
+		return ino
+	}
+	for i, name := range strings.Split(p, "/") {
+		d, err := f.lookup(ino, name)
+		if errors.Is(err, index.ErrNotFound) {
+			ino = f.create(strings.Join(strings.Split(p, "/")[:i+1], "/"), ino, syscall.S_IFDIR|0o755, 0)
+			continue
+		}
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		ino = d.Ino
+	}
+	return ino
+}
+
+func (f *fixture) lookup(dir uint64, name string) (d index.Dirent, err error) {
+	err = f.s.Index.View(func(tx *index.Tx) error { d, err = tx.Lookup(dir, name); return err })
+	return d, err
+}
+
+// create adds an inode of mode named p in directory parent.
+func (f *fixture) create(p string, parent uint64, mode uint32, staging uint64) uint64 {
+	f.t.Helper()
+	ino, err := f.s.Index.NewIno()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	owner := manifest.FlinkRules().Owner(p)
+	now := index.Now()
+	err = f.s.Index.Update(func(tx *index.Tx) (err error) {
+		n := &index.Inode{Ino: ino, Mode: mode, Atime: now, Mtime: now, Ctime: now, Btime: now}
+		if n.Owner, err = tx.OwnerID(owner); err != nil {
+			return err
+		}
+		if err := tx.Create(parent, path.Base(p), n); err != nil {
+			return err
+		}
+		if staging != 0 {
+			if _, err := tx.SetStaging(n, staging); err != nil {
+				return err
+			}
+		}
+		return tx.NoteWrite(owner, now)
+	})
+	if err != nil {
+		f.t.Fatalf("creating %s: %v", p, err)
+	}
+	return ino
+}
+
+// write creates the file p with data at offset off (a hole before it),
+// sealed if seal is set.
+func (f *fixture) write(p string, data []byte, off int64, seal bool) uint64 {
+	f.t.Helper()
+	id, file, err := f.s.NewStaging()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := file.WriteAt(data, off); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := file.Close(); err != nil {
+		f.t.Fatal(err)
+	}
+	ino := f.create(p, f.mkdirAll(path.Dir(p)), syscall.S_IFREG|0o644, id)
+	if !seal {
+		return ino
+	}
+	x, err := f.s.Seal(ino)
+	if err != nil || x == nil {
+		f.t.Fatalf("Seal(%s) = %v, %v", p, x, err)
+	}
+	if err := f.s.CommitSeal(x); err != nil {
+		f.t.Fatalf("CommitSeal(%s): %v", p, err)
+	}
+	return ino
+}
+
+func (f *fixture) link(p string, ino uint64) {
+	f.t.Helper()
+	parent := f.mkdirAll(path.Dir(p))
+	err := f.s.Index.Update(func(tx *index.Tx) error { _, err := tx.Link(parent, path.Base(p), ino); return err })
+	if err != nil {
+		f.t.Fatalf("linking %s: %v", p, err)
+	}
+}
+
+// remove unlinks the file p and reaps it when that was its last name, as
+// the collector does.
+func (f *fixture) remove(p string) {
+	f.t.Helper()
+	parent := f.mkdirAll(path.Dir(p))
+	err := f.s.Index.Update(func(tx *index.Tx) error {
+		n, err := tx.Unlink(parent, path.Base(p))
+		if err != nil || n.Nlink > 0 {
+			return err
+		}
+		_, err = tx.Reap(n.Ino)
+		return err
+	})
+	if err != nil {
+		f.t.Fatalf("removing %s: %v", p, err)
+	}
+}
+
+func (f *fixture) inspect(p string) *control.Inspection {
+	f.t.Helper()
+	in, err := control.Inspect(f.s, p)
+	if err != nil {
+		f.t.Fatalf("Inspect(%s): %v", p, err)
+	}
+	return in
+}
+
+func (f *fixture) du(by control.Grouping) *control.DiskUsage {
+	f.t.Helper()
+	du, err := control.DU(f.s, by)
+	if err != nil {
+		f.t.Fatalf("DU(%s): %v", by, err)
+	}
+	return du
+}
+
+// diskBytes sums the on-disk sizes of the distinct chunks of in's extents.
+func (f *fixture) diskBytes(in *control.Inspection) int64 {
+	f.t.Helper()
+	var sum int64
+	seen := map[string]bool{}
+	for _, e := range in.Extents {
+		if seen[e.Chunk] {
+			continue
+		}
+		seen[e.Chunk] = true
+		h, err := cas.ParseHash(e.Chunk)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		size, err := f.s.Chunks.Size(h)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		sum += size
+	}
+	return sum
+}
+
+// The store the tests inspect: job A's checkpoint holds a file that job B's
+// holds too (deduplicated: the same chunks), one only A has (with a second
+// name), one not sealed yet and a small one; the executor and the root hold
+// a file each that no job owns.
+const (
+	sharedSize = 2<<20 + 12345
+	uniqueSize = 1<<20 + 777
+	sparseSize = 4<<20 + 600<<10
+	stageSize  = 100 << 10
+	inlineSize = 1000
+	execSize   = 50 << 10
+	rootSize   = 3000
+)
+
+var (
+	sharedA = chk(jobA) + "/shared.sst"
+	sharedB = chk(jobB) + "/shared.sst"
+	uniqueA = chk(jobA) + "/000012.sst"
+	linkA   = chk(jobA) + "/hardlink.sst"
+	sparseA = chk(jobA) + "/sparse.sst"
+	stageA  = chk(jobA) + "/LOG"
+	inlineA = chk(jobA) + "/_task_state_snapshot"
+	execF   = "tm_tm-1/blobStorage/blob"
+	rootF   = "notes.txt"
+)
+
+func buildStore(t *testing.T) *fixture {
+	f := newFixture(t)
+	shared := random(sharedSize, 1)
+	f.write(sharedA, shared, 0, true)
+	f.write(sharedB, shared, 0, true)
+	f.link(linkA, f.write(uniqueA, random(uniqueSize, 2), 0, true))
+	f.write(sparseA, random(600<<10, 3), 4<<20, true)
+	f.write(stageA, random(stageSize, 4), 0, false)
+	f.write(inlineA, random(inlineSize, 5), 0, true)
+	f.write(execF, random(execSize, 6), 0, true)
+	f.write(rootF, random(rootSize, 7), 0, true)
+	return f
+}
+
+func TestInspectFile(t *testing.T) {
+	f := buildStore(t)
+
+	shared := f.inspect(sharedA)
+	if shared.Type != "file" || shared.Mode != "0644" || shared.Permissions != "-rw-r--r--" || shared.Nlink != 1 {
+		t.Errorf("%s: type %s, mode %s %s, nlink %d; want file, 0644 -rw-r--r--, 1", sharedA, shared.Type, shared.Mode, shared.Permissions, shared.Nlink)
+	}
+	wantOwner := control.Owner{Level: "checkpoint", Executor: "tm-1", Allocation: alloc, Job: jobA, Vertex: vertex, Subtask: "0", Checkpoint: "7"}
+	if shared.Owner != wantOwner {
+		t.Errorf("%s: owner %+v, want %+v", sharedA, shared.Owner, wantOwner)
+	}
+	if shared.Content != "sealed" || shared.Size != sharedSize || len(shared.Extents) < 2 {
+		t.Fatalf("%s: content %s, size %d, %d extents; want sealed, %d, several", sharedA, shared.Content, shared.Size, len(shared.Extents), sharedSize)
+	}
+	var end uint64
+	for _, e := range shared.Extents {
+		if e.Refs != 2 || e.Off != end || e.Missing {
+			t.Errorf("%s: extent %+v: want refs 2 (deduplicated with %s) at offset %d", sharedA, e, sharedB, end)
+		}
+		end += uint64(e.Len)
+	}
+	want := control.ContentSharing{SharedBytes: sharedSize, SharedChunks: len(shared.Extents)}
+	if *shared.Sharing != want {
+		t.Errorf("%s: sharing %+v, want %+v", sharedA, *shared.Sharing, want)
+	}
+	if other := f.inspect(sharedB); other.Owner.Job != jobB || !equalChunks(other.Extents, shared.Extents) {
+		t.Errorf("%s: job %s, extents %+v; want job B and the extents of %s", sharedB, other.Owner.Job, other.Extents, sharedA)
+	}
+
+	unique := f.inspect(linkA) // either name shows the inode
+	if unique.Nlink != 2 || unique.Ino != f.inspect(uniqueA).Ino {
+		t.Errorf("%s: nlink %d, inode %d; want 2 and the inode of %s", linkA, unique.Nlink, unique.Ino, uniqueA)
+	}
+	var disk int64
+	for _, e := range unique.Extents {
+		if e.Refs != 1 || e.DiskBytes <= int64(e.Len) {
+			t.Errorf("%s: extent %+v: want refs 1 and the chunk's raw size (random bytes do not compress)", linkA, e)
+		}
+		disk += e.DiskBytes
+	}
+	want = control.ContentSharing{UniqueBytes: uniqueSize, UniqueChunks: len(unique.Extents), UniqueDiskBytes: f.diskBytes(unique)}
+	if *unique.Sharing != want || disk != want.UniqueDiskBytes {
+		t.Errorf("%s: sharing %+v (extents on disk %d), want %+v", linkA, *unique.Sharing, disk, want)
+	}
+
+	sparse := f.inspect(sparseA).Sharing
+	if sparse.UniqueBytes+sparse.SharedBytes+sparse.HoleBytes != sparseSize || sparse.UniqueBytes < 600<<10 || sparse.HoleBytes == 0 {
+		t.Errorf("%s: sharing %+v; want a hole and 600 KiB of data adding up to %d", sparseA, *sparse, sparseSize)
+	}
+
+	for _, c := range []struct {
+		path, content string
+		size          uint64
+	}{
+		{stageA, "staging", stageSize},
+		{inlineA, "inline", inlineSize},
+	} {
+		in := f.inspect(c.path)
+		if in.Content != c.content || in.Size != c.size || in.Sharing != nil || len(in.Extents) != 0 {
+			t.Errorf("%s: content %s, size %d, sharing %v, %d extents; want %s, %d, no chunks", c.path, in.Content, in.Size, in.Sharing, len(in.Extents), c.content, c.size)
+		}
+	}
+	if in := f.inspect(rootF); in.Owner != (control.Owner{Level: "none"}) {
+		t.Errorf("%s: owner %+v, want unowned", rootF, in.Owner)
+	}
+}
+
+func equalChunks(a, b []control.ChunkExtent) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestInspectDirectory(t *testing.T) {
+	f := buildStore(t)
+	for _, c := range []struct {
+		path    string
+		entries int
+		owner   control.Owner
+	}{
+		{chk(jobA), 6, control.Owner{Level: "checkpoint", Executor: "tm-1", Allocation: alloc, Job: jobA, Vertex: vertex, Subtask: "0", Checkpoint: "7"}},
+		{"tm_tm-1/localState/aid_" + alloc, 2, control.Owner{Level: "allocation", Executor: "tm-1", Allocation: alloc}},
+		{"tm_tm-1/", 2, control.Owner{Level: "executor", Executor: "tm-1"}},
+		{".", 2, control.Owner{Level: "none"}},
+	} {
+		in := f.inspect(c.path)
+		if in.Type != "directory" || in.Entries == nil || *in.Entries != c.entries || in.Owner != c.owner || in.Content != "" {
+			t.Errorf("%s: type %s, entries %d, owner %+v, content %q; want a directory of %d entries owned by %+v",
+				c.path, in.Type, deref(in.Entries), in.Owner, in.Content, c.entries, c.owner)
+		}
+	}
+}
+
+func deref(n *int) int {
+	if n == nil {
+		return -1
+	}
+	return *n
+}
+
+func TestInspectRefuses(t *testing.T) {
+	f := buildStore(t)
+	for _, c := range []struct {
+		path, says string
+		is         error
+	}{
+		{"", "empty", nil},
+		{"/" + sharedA, "absolute", nil},
+		{"tm_tm-1/../" + rootF, "'..'", nil},
+		{"tm_tm-1/nothing/here", "tm_tm-1/nothing: not found", index.ErrNotFound},
+		{rootF + "/x", "not a directory", index.ErrNotDir},
+		{".statefs/stats.json", "not found", index.ErrNotFound}, // the daemon's, not the store's
+	} {
+		_, err := control.Inspect(f.s, c.path)
+		if err == nil || !strings.Contains(err.Error(), c.says) || (c.is != nil && !errors.Is(err, c.is)) {
+			t.Errorf("Inspect(%q) = %v, want an error saying %q", c.path, err, c.says)
+		}
+	}
+}
+
+// du sums every inode once, in the group of its owner, and the physical
+// shares add up to the chunk store's size plus the staging files'.
+func TestDU(t *testing.T) {
+	f := buildStore(t)
+	var unique, shared, sparse, inline, exec, root, stage *control.Inspection
+	for _, x := range []struct {
+		in **control.Inspection
+		p  string
+	}{{&unique, uniqueA}, {&shared, sharedA}, {&sparse, sparseA}, {&inline, inlineA}, {&exec, execF}, {&root, rootF}, {&stage, stageA}} {
+		*x.in = f.inspect(x.p)
+	}
+	sharedDisk := f.diskBytes(shared)
+	stats, err := f.s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	du := f.du(control.ByJob)
+	if len(du.Groups) != 4 {
+		t.Fatalf("groups %+v, want A, B, (no job), (unowned)", du.Groups)
+	}
+	a, b := du.Groups[0], du.Groups[1]
+	wantA := control.GroupUsage{Group: jobA, Files: 5,
+		LogicalBytes: sharedSize + uniqueSize + sparseSize + stageSize + inlineSize}
+	wantB := control.GroupUsage{Group: jobB, Files: 1, LogicalBytes: sharedSize}
+	// A and B each pay half of the shared chunks, the odd bytes to A (first
+	// in name order: jid_aaa… before jid_bbb…).
+	var halfA, halfB int64
+	for _, e := range shared.Extents {
+		halfA, halfB = halfA+(e.DiskBytes+1)/2, halfB+e.DiskBytes/2
+	}
+	wantA.PhysicalBytes = f.diskBytes(unique) + f.diskBytes(sparse) + stageSize + halfA
+	wantB.PhysicalBytes = halfB
+	for _, c := range []struct{ got, want control.GroupUsage }{
+		{a, wantA},
+		{b, wantB},
+		{du.Groups[2], control.GroupUsage{Group: "(no job)", Files: 1, LogicalBytes: execSize, PhysicalBytes: f.diskBytes(exec)}},
+		{du.Groups[3], control.GroupUsage{Group: "(unowned)", Files: 1, LogicalBytes: rootSize}},
+	} {
+		if c.got != c.want {
+			t.Errorf("group %+v, want %+v", c.got, c.want)
+		}
+	}
+	total := control.GroupUsage{Group: "total", Files: 8, LogicalBytes: stats.LogicalBytes, PhysicalBytes: stats.PhysicalBytes}
+	if du.Total != total || du.UnreferencedBytes != 0 || du.MissingChunks != 0 {
+		t.Errorf("total %+v, unreferenced %d, missing %d; want %+v (the store's stats), 0, 0",
+			du.Total, du.UnreferencedBytes, du.MissingChunks, total)
+	}
+	if stats.PhysicalBytes != stats.ChunkBytes+stageSize {
+		t.Fatalf("stats: physical %d, chunks %d: the fixture should have one staging file", stats.PhysicalBytes, stats.ChunkBytes)
+	}
+
+	byExec := f.du(control.ByExecutor)
+	wantExec := []control.GroupUsage{
+		{Group: "tm-1", Files: 7, LogicalBytes: total.LogicalBytes - rootSize, PhysicalBytes: total.PhysicalBytes},
+		{Group: "(unowned)", Files: 1, LogicalBytes: rootSize},
+	}
+	if len(byExec.Groups) != 2 || byExec.Groups[0] != wantExec[0] || byExec.Groups[1] != wantExec[1] || byExec.Total != total {
+		t.Errorf("by executor: %+v, total %+v; want %+v, total %+v", byExec.Groups, byExec.Total, wantExec, total)
+	}
+	byAlloc := f.du(control.ByAllocation)
+	if len(byAlloc.Groups) != 3 || byAlloc.Groups[0].Group != alloc || byAlloc.Groups[1].Group != "(no allocation)" || byAlloc.Groups[0].Files != 6 {
+		t.Errorf("by allocation: %+v; want %s with 6 files, (no allocation), (unowned)", byAlloc.Groups, alloc)
+	}
+
+	// Removing B's copy leaves A the only user of the shared chunks; removing
+	// the unique file (both names) leaves its chunks unreferenced.
+	f.remove(sharedB)
+	f.remove(linkA)
+	f.remove(uniqueA)
+	after := f.du(control.ByJob)
+	if len(after.Groups) != 3 || after.Groups[0].PhysicalBytes != f.diskBytes(sparse)+stageSize+sharedDisk {
+		t.Errorf("after removing B's copy: %+v; want A alone paying the %d shared bytes", after.Groups, sharedDisk)
+	}
+	if after.UnreferencedBytes != f.diskBytes(unique) || after.UnreferencedChunks != len(unique.Extents) ||
+		after.Total.PhysicalBytes+after.UnreferencedBytes != stats.PhysicalBytes {
+		t.Errorf("after removing %s: unreferenced %d chunks, %d bytes, total %+v; want %d chunks, %d bytes and the rest",
+			uniqueA, after.UnreferencedChunks, after.UnreferencedBytes, after.Total, len(unique.Extents), f.diskBytes(unique))
+	}
+	if s := f.inspect(sharedA).Sharing; s.UniqueBytes != sharedSize || s.UniqueDiskBytes != sharedDisk {
+		t.Errorf("%s after its copy went: sharing %+v, want all %d bytes unique", sharedA, *s, sharedSize)
+	}
+
+	if _, err := control.DU(f.s, "vertex"); err == nil || !strings.Contains(err.Error(), "vertex") {
+		t.Errorf(`DU(by "vertex") = %v, want an error naming it`, err)
+	}
+}
+
+// The daemon's socket answers with what the functions compute offline.
+func TestInspectThroughDaemon(t *testing.T) {
+	f := buildStore(t)
+	srv := &control.Server{Store: f.s}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	client, err := control.Dial(f.s.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, p := range []string{sharedA, chk(jobA), stageA, "."} {
+		in, err := client.Inspect(ctx, p)
+		if err != nil {
+			t.Fatalf("client.Inspect(%s): %v", p, err)
+		}
+		if got, want := asJSON(t, in), asJSON(t, f.inspect(p)); got != want {
+			t.Errorf("client.Inspect(%s) = %s\nwant %s", p, got, want)
+		}
+	}
+	du, err := client.DU(ctx, control.ByJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := asJSON(t, du), asJSON(t, f.du(control.ByJob)); got != want {
+		t.Errorf("client.DU = %s\nwant %s", got, want)
+	}
+	if _, err := client.Inspect(ctx, "../x"); err == nil || !strings.Contains(err.Error(), "'..'") {
+		t.Errorf("client.Inspect(../x) = %v, want the refusal", err)
+	}
+	if _, err := client.DU(ctx, "vertex"); err == nil || !strings.Contains(err.Error(), "vertex") {
+		t.Errorf("client.DU(vertex) = %v, want the refusal", err)
+	}
+}
+
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
