@@ -57,6 +57,7 @@ func (f *FS) newStatusDir(ctx context.Context, parent *gofs.Inode) *gofs.Inode {
 		{"status.json", func() (any, error) { return f.Status() }},
 		{"stats.json", func() (any, error) { return f.store.Stats() }},
 		{"jobs.json", func() (any, error) { return f.jobs() }},
+		{"inventory.json", func() (any, error) { return f.store.Inventory() }},
 	}
 	for i, v := range views {
 		ino := statusDirIno + 1 + uint64(i)

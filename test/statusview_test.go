@@ -66,3 +66,61 @@ func TestStatusView(t *testing.T) {
 	_, err = os.Stat(m.Path(".statefs", "stats.json"))
 	require.NoError(t, err, ".statefs is intact")
 }
+
+// .statefs/inventory.json lists, per job and subtask, the checkpoints held
+// locally, their bytes, and whether Flink finished writing them.
+func TestInventoryView(t *testing.T) {
+	m := mountFS(t)
+	files := flinkTree(t, m, jobGone, 500)
+	var snapshot, sst string
+	for p := range files {
+		switch filepath.Base(p) {
+		case "_task_state_snapshot":
+			snapshot = p
+		case "000012.sst":
+			if filepath.Base(filepath.Dir(p)) == "rocks" {
+				sst = p
+			}
+		}
+	}
+	require.NotEmpty(t, snapshot)
+	require.NotEmpty(t, sst)
+	// chk_8 is being written: it shares the SST by a hard link, and has no
+	// _task_state_snapshot yet.
+	chk8 := filepath.Join(filepath.Dir(filepath.Dir(snapshot)), "chk_8")
+	require.NoError(t, os.MkdirAll(m.Path(chk8, "rocks"), 0o755))
+	require.NoError(t, os.Link(m.Path(sst), m.Path(chk8, "rocks", "000012.sst")))
+
+	var inv []struct {
+		Job      string `json:"job"`
+		Subtasks []struct {
+			Executor    string `json:"executor"`
+			Vertex      string `json:"vertex"`
+			Subtask     string `json:"subtask"`
+			Checkpoints []struct {
+				Checkpoint string `json:"checkpoint"`
+				Files      int    `json:"files"`
+				Bytes      int64  `json:"bytes"`
+				Complete   bool   `json:"complete"`
+			} `json:"checkpoints"`
+		} `json:"subtasks"`
+	}
+	raw := fileBytes(t, m.Path(".statefs", "inventory.json"))
+	require.NoError(t, json.Unmarshal(raw, &inv), "%s", raw)
+	require.Len(t, inv, 1, "%s", raw)
+	require.Equal(t, jobGone, inv[0].Job)
+	require.Len(t, inv[0].Subtasks, 1, "%s", raw)
+	st := inv[0].Subtasks[0]
+	require.Equal(t, "tm-1", st.Executor)
+	require.Equal(t, "0", st.Subtask)
+	require.Len(t, st.Checkpoints, 2, "%s", raw)
+	c7, c8 := st.Checkpoints[0], st.Checkpoints[1]
+	require.Equal(t, "7", c7.Checkpoint)
+	require.Equal(t, 2, c7.Files)
+	require.Equal(t, int64(len(files[snapshot])+len(files[sst])), c7.Bytes)
+	require.True(t, c7.Complete)
+	require.Equal(t, "8", c8.Checkpoint)
+	require.Equal(t, 1, c8.Files)
+	require.Equal(t, int64(len(files[sst])), c8.Bytes)
+	require.False(t, c8.Complete)
+}
