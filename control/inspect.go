@@ -33,7 +33,7 @@ func CheckPath(path string) error {
 	case path == "":
 		return errors.New("the path is empty (. is the mount root)")
 	case strings.HasPrefix(path, "/"):
-		return fmt.Errorf("%s is absolute: give the path relative to the mount root, e.g. tm_<resource-id>/localState/...", path)
+		return fmt.Errorf("%s is absolute: give the path relative to the mount root, such as tm_<resource-id>/localState", path)
 	case slices.Contains(strings.Split(path, "/"), ".."):
 		return fmt.Errorf("%s has a '..' component: give the path relative to the mount root, downwards only", path)
 	}

@@ -113,11 +113,6 @@ func (tx *Tx) ExecutorRoots(executor string) ([]uint64, error) {
 	return tx.roots(prefixExecutorRoot, executor)
 }
 
-// ownerJob is the job of the owner numbered id ("" if none).
-func (tx *Tx) ownerJob(id uint64) (string, error) {
-	o, err := tx.Owner(id)
-	return o.Job, err
-}
 
 // indexRoot records or clears n as a root of its job and of its
 // executor, given its parent's owner and the owner it had before (0 if
