@@ -14,10 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/ristretto/v2/z"
 )
 
 // FormatVersion is the layout of keys and values this package writes.
@@ -69,6 +71,12 @@ func Open(dir string) (*DB, error) {
 		WithValueThreshold(64 << 10).
 		WithCompactL0OnClose(false)
 	bdb, err := badger.Open(opts)
+	if err != nil && strings.Contains(err.Error(), z.NewFile.Error()) {
+		// A kill between creating a memtable file and sizing it leaves an
+		// empty .mem file; badger's first open sizes it and then fails, the
+		// second succeeds (badger issue 2207). The file held no commits.
+		bdb, err = badger.Open(opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening index %s: %w", dir, err)
 	}

@@ -113,7 +113,6 @@ func (tx *Tx) ExecutorRoots(executor string) ([]uint64, error) {
 	return tx.roots(prefixExecutorRoot, executor)
 }
 
-
 // indexRoot records or clears n as a root of its job and of its
 // executor, given its parent's owner and the owner it had before (0 if
 // none). Called whenever n gets a parent or an owner.
