@@ -329,17 +329,18 @@ func (f *FS) afterLastClose(ino uint64) {
 // was written: when a writer closes, not on every write (the write path
 // stays the kernel's).
 func (f *FS) noteWrite(ino uint64) {
-	err := f.store.Index.Update(func(tx *index.Tx) error {
+	var o manifest.Owner
+	err := f.store.Index.View(func(tx *index.Tx) error {
 		rec, err := tx.Inode(ino)
-		if err != nil || rec.Owner == 0 {
-			return err
-		}
-		o, err := tx.Owner(rec.Owner)
 		if err != nil {
 			return err
 		}
-		return tx.NoteWrite(o, index.Now())
+		o, err = tx.Owner(rec.Owner)
+		return err
 	})
+	if err == nil && o.Executor != "" {
+		err = f.store.Index.Update(func(tx *index.Tx) error { return tx.NoteWrite(o, index.Now()) })
+	}
 	if err != nil && !errors.Is(err, index.ErrNotFound) {
 		slog.Error("noting a job's write", "inode", ino, "err", err)
 	}
