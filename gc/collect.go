@@ -194,7 +194,7 @@ func (c *Collector) removeTree(ino uint64, since int64, dryRun bool, cand *Candi
 		if !root.IsDir() {
 			return errors.New("only directories are job roots the collector removes")
 		}
-		name, err = nameIn(tx, root.Parent, ino)
+		name, err = tx.NameIn(root.Parent, ino)
 		return err
 	})
 	if errors.Is(err, index.ErrNotFound) {
@@ -395,21 +395,6 @@ func (c *Collector) executorGone(e *index.Executor, cutoff int64) (bool, error) 
 	return collected, err
 }
 
-// nameIn finds the name of ino in directory dir.
-func nameIn(tx *index.Tx, dir, ino uint64) (string, error) {
-	name := ""
-	err := tx.ReadDir(dir, func(d index.Dirent) bool {
-		if d.Ino == ino {
-			name = d.Name
-			return false
-		}
-		return true
-	})
-	if err == nil && name == "" {
-		err = index.ErrNotFound
-	}
-	return name, err
-}
 
 // operator is the operator's word about a job (statefs job gone|live) as
 // one more oracle.

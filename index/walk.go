@@ -2,6 +2,7 @@ package index
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -89,4 +90,45 @@ func (tx *Tx) CountEntries(dir uint64) (int, error) {
 		return true, nil
 	})
 	return n, err
+}
+
+// NameIn finds the name of inode ino in directory dir (the first, if it
+// has several there); ErrNotFound if it has none.
+func (tx *Tx) NameIn(dir, ino uint64) (string, error) {
+	name := ""
+	err := tx.ReadDir(dir, func(d Dirent) bool {
+		if d.Ino == ino {
+			name = d.Name
+			return false
+		}
+		return true
+	})
+	if err == nil && name == "" {
+		err = ErrNotFound
+	}
+	return name, err
+}
+
+// DirPath is the path of directory ino relative to the root, found through
+// the parents (a directory has one name). It reads each ancestor's entries,
+// so it is for the few directories a view names, not for every inode.
+func (tx *Tx) DirPath(ino uint64) (string, error) {
+	var names []string
+	for ino != RootIno {
+		n, err := tx.Inode(ino)
+		if err != nil {
+			return "", err
+		}
+		if !n.IsDir() {
+			return "", ErrNotDir
+		}
+		name, err := tx.NameIn(n.Parent, ino)
+		if err != nil {
+			return "", err
+		}
+		names = append(names, name)
+		ino = n.Parent
+	}
+	slices.Reverse(names)
+	return strings.Join(names, "/"), nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 
 	"github.com/statefs/statefs/index"
@@ -34,6 +35,7 @@ type SubtaskInventory struct {
 // in each of them.
 type CheckpointInventory struct {
 	Checkpoint string `json:"checkpoint"`
+	Path       string `json:"path"` // of the checkpoint directory, from the mount root
 	Files      int    `json:"files"`
 	Bytes      int64  `json:"bytes"`
 	Complete   bool   `json:"complete"`
@@ -57,7 +59,14 @@ func (s *Store) Inventory() (Inventory, error) {
 			}
 			subtasks := map[[4]string]*SubtaskInventory{}
 			for _, root := range roots {
-				if err := s.inventoryDir(tx, root, subtasks, nil); err != nil {
+				path, err := tx.DirPath(root)
+				if errors.Is(err, index.ErrNotDir) {
+					continue // a file: no checkpoint below it
+				}
+				if err != nil {
+					return err
+				}
+				if err := s.inventoryDir(tx, root, path, subtasks, nil); err != nil {
 					return err
 				}
 			}
@@ -85,7 +94,7 @@ func (s *Store) Inventory() (Inventory, error) {
 // inventoryDir adds what directory dir holds: a checkpoint directory (one
 // whose owner names a checkpoint) starts an entry, and every file name
 // below it counts in that entry (chk, when not nil).
-func (s *Store) inventoryDir(tx *index.Tx, dir uint64, subtasks map[[4]string]*SubtaskInventory, chk *CheckpointInventory) error {
+func (s *Store) inventoryDir(tx *index.Tx, dir uint64, path string, subtasks map[[4]string]*SubtaskInventory, chk *CheckpointInventory) error {
 	top := false // dir is the checkpoint directory itself
 	if chk == nil {
 		n, err := tx.Inode(dir)
@@ -103,7 +112,7 @@ func (s *Store) inventoryDir(tx *index.Tx, dir uint64, subtasks map[[4]string]*S
 				st = &SubtaskInventory{Executor: o.Executor, Allocation: o.Allocation, Vertex: o.Vertex, Subtask: o.Subtask}
 				subtasks[key] = st
 			}
-			chk, top = &CheckpointInventory{Checkpoint: o.Checkpoint}, true
+			chk, top = &CheckpointInventory{Checkpoint: o.Checkpoint, Path: path}, true
 			defer func() { st.Checkpoints = append(st.Checkpoints, *chk) }()
 		}
 	}
@@ -118,7 +127,7 @@ func (s *Store) inventoryDir(tx *index.Tx, dir uint64, subtasks map[[4]string]*S
 		}
 		switch {
 		case child.IsDir():
-			if err := s.inventoryDir(tx, d.Ino, subtasks, chk); err != nil {
+			if err := s.inventoryDir(tx, d.Ino, path+"/"+d.Name, subtasks, chk); err != nil {
 				return err
 			}
 		case chk != nil:

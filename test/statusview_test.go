@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -123,4 +124,17 @@ func TestInventoryView(t *testing.T) {
 	require.Equal(t, 1, c8.Files)
 	require.Equal(t, int64(len(files[sst])), c8.Bytes)
 	require.False(t, c8.Complete)
+
+	// .statefs/jobs/<job>/ arranges the same checkpoints allocation →
+	// subtask → checkpoint, reaching the very files of the executor's tree.
+	parts := strings.Split(sst, "/") // tm_tm-1/localState/aid_A/jid_J/vtx_V_sti_0/chk_7/rocks/000012.sst
+	view := m.Path(".statefs", "jobs", jobGone, parts[2], parts[4])
+	names, err := os.ReadDir(view)
+	require.NoError(t, err)
+	require.Len(t, names, 2)
+	require.Equal(t, "chk_7", names[0].Name())
+	require.Equal(t, "chk_8", names[1].Name())
+	viaView := lstatOf(t, filepath.Join(view, "chk_8", "rocks", "000012.sst"))
+	require.Equal(t, lstatOf(t, m.Path(sst)).Ino, viaView.Ino, "the view shows the same inode, not a copy")
+	requireContent(t, filepath.Join(view, "chk_7", "_task_state_snapshot"), files[snapshot])
 }
