@@ -395,7 +395,6 @@ func (c *Collector) executorGone(e *index.Executor, cutoff int64) (bool, error) 
 	return collected, err
 }
 
-
 // operator is the operator's word about a job (statefs job gone|live) as
 // one more oracle.
 type operator struct{ job *index.Job }
