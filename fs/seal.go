@@ -48,6 +48,9 @@ func (f *FS) seal(ino uint64, t *time.Timer) {
 	}
 	f.sealers <- struct{}{}
 	defer func() { <-f.sealers }()
+	if f.closed.Load() {
+		return // shutting down: sealed after the next mount
+	}
 
 	st := f.acquire(ino)
 	defer f.release(st)
