@@ -37,9 +37,10 @@ test-deps:
 vet:
 	$(GO) vet ./...
 
+# test runs every package, then the mounted suite again without FUSE
+# passthrough (the path kernels before 6.9 take).
 test: test-deps vet
 	$(GO) test -count=1 -timeout 18m ./...
-	# The mounted suite again without FUSE passthrough (kernels before 6.9).
 	STATEFS_TEST_MOUNT_ARGS=--passthrough=false $(GO) test -count=1 -timeout 18m ./test/
 
 # run mounts a store under ./var in the foreground; Ctrl-C (or umount) stops it.
