@@ -13,15 +13,8 @@ import (
 // from its cache.
 func (f *FS) Remove(dir uint64, name string) error {
 	var victim *index.Inode
-	err := f.store.Index.Update(func(tx *index.Tx) error {
-		d, err := tx.Lookup(dir, name)
-		if err != nil {
-			return err
-		}
-		if d.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			return tx.Rmdir(dir, name)
-		}
-		victim, err = tx.Unlink(dir, name)
+	err := f.store.Index.Update(func(tx *index.Tx) (err error) {
+		victim, err = tx.Remove(dir, name)
 		return err
 	})
 	if err != nil {

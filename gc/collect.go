@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/statefs/statefs/index"
@@ -279,15 +278,8 @@ type offline struct{ s *store.Store }
 func (o offline) Remove(dir uint64, name string) error {
 	var staging uint64
 	err := o.s.Index.Update(func(tx *index.Tx) error {
-		d, err := tx.Lookup(dir, name)
-		if err != nil {
-			return err
-		}
-		if d.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			return tx.Rmdir(dir, name)
-		}
-		left, err := tx.Unlink(dir, name)
-		if err != nil || left.Nlink > 0 {
+		left, err := tx.Remove(dir, name)
+		if err != nil || left == nil || left.Nlink > 0 {
 			return err
 		}
 		staging, err = tx.Reap(left.Ino)

@@ -216,20 +216,13 @@ func (f *fixture) remove(p string) {
 	}
 }
 
-func (f *fixture) tryLookup(p string) (uint64, error) {
-	ino := uint64(index.RootIno)
-	err := f.s.Index.View(func(tx *index.Tx) error {
-		for _, name := range strings.Split(strings.Trim(p, "/"), "/") {
-			if name == "" {
-				continue
-			}
-			d, err := tx.Lookup(ino, name)
-			if err != nil {
-				return err
-			}
-			ino = d.Ino
+func (f *fixture) tryLookup(p string) (ino uint64, err error) {
+	err = f.s.Index.View(func(tx *index.Tx) error {
+		n, err := tx.Resolve(p)
+		if err == nil {
+			ino = n.Ino
 		}
-		return nil
+		return err
 	})
 	return ino, err
 }

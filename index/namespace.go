@@ -382,3 +382,17 @@ func (tx *Tx) checkNotInside(dir, ino uint64) error {
 		dir = n.Parent
 	}
 }
+
+// Remove takes name out of parent whatever it is: an empty directory goes
+// (Rmdir), a file loses a link (Unlink) and is returned, as Unlink returns
+// it, for the caller to reap once nothing holds it; nil for a directory.
+func (tx *Tx) Remove(parent uint64, name string) (*Inode, error) {
+	d, err := tx.Lookup(parent, name)
+	if err != nil {
+		return nil, err
+	}
+	if d.Mode&modeType == modeDir {
+		return nil, tx.Rmdir(parent, name)
+	}
+	return tx.Unlink(parent, name)
+}

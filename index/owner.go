@@ -156,24 +156,11 @@ func (tx *Tx) Reown(ino uint64, path string, rules *manifest.Rules) error {
 	if err != nil {
 		return err
 	}
-	parent, err := tx.resolve(strings.Split(path, "/")[:strings.Count(path, "/")])
+	parent, err := tx.Resolve(path[:max(strings.LastIndex(path, "/"), 0)])
 	if err != nil {
 		return fmt.Errorf("reowning %s: %w", path, err)
 	}
 	return tx.reown(n, parent.Owner, path, rules)
-}
-
-// resolve looks up the directory at names below the root.
-func (tx *Tx) resolve(names []string) (*Inode, error) {
-	ino := uint64(RootIno)
-	for _, name := range names {
-		d, err := tx.Lookup(ino, name)
-		if err != nil {
-			return nil, err
-		}
-		ino = d.Ino
-	}
-	return tx.Inode(ino)
 }
 
 func (tx *Tx) reown(n *Inode, parentOwner uint64, path string, rules *manifest.Rules) error {

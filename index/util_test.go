@@ -171,19 +171,12 @@ func walk(t *testing.T, db *index.DB) map[string][2]uint64 {
 
 // lookup resolves a slash-separated path; ErrNotFound if a name is missing.
 func lookup(db *index.DB, p string) (ino uint64, err error) {
-	ino = index.RootIno
 	err = db.View(func(tx *index.Tx) error {
-		for _, name := range strings.Split(strings.Trim(p, "/"), "/") {
-			if name == "" {
-				continue
-			}
-			d, err := tx.Lookup(ino, name)
-			if err != nil {
-				return err
-			}
-			ino = d.Ino
+		n, err := tx.Resolve(p)
+		if err == nil {
+			ino = n.Ino
 		}
-		return nil
+		return err
 	})
 	return ino, err
 }
