@@ -22,6 +22,7 @@ import (
 
 	"github.com/statefs/statefs/gc"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
 )
 
@@ -80,6 +81,34 @@ func SetVerdict(s *store.Store, r VerdictRequest) error {
 	})
 }
 
+// RestoreRequest asks to put held tree Hold back at Dest, a path relative
+// to the mount root (or, to a daemon, an absolute path inside its mount).
+type RestoreRequest struct {
+	Hold string `json:"hold"`
+	Dest string `json:"dest"`
+}
+
+// Restore puts a held tree back into the tree of a store no daemon serves.
+func Restore(s *store.Store, rules *manifest.Rules, r RestoreRequest) error {
+	if filepath.IsAbs(r.Dest) {
+		return fmt.Errorf("restore destination %s: give it relative to the mount root: the store is not mounted", r.Dest)
+	}
+	return s.Index.Update(func(tx *index.Tx) error {
+		_, _, err := tx.RestoreTo(r.Hold, r.Dest, rules)
+		return err
+	})
+}
+
+// Holds lists the held trees of the store, oldest first.
+func Holds(s *store.Store) ([]*index.Hold, error) {
+	var hs []*index.Hold
+	err := s.Index.View(func(tx *index.Tx) (err error) {
+		hs, err = tx.Holds()
+		return err
+	})
+	return hs, err
+}
+
 // Jobs lists the job records of the store.
 func Jobs(s *store.Store) ([]*index.Job, error) {
 	var jobs []*index.Job
@@ -90,10 +119,19 @@ func Jobs(s *store.Store) ([]*index.Job, error) {
 	return jobs, err
 }
 
+// Filesystem is what the control socket needs of the mounted filesystem:
+// removals for the collector that keep the kernel's caches right, and
+// restores of held trees.
+type Filesystem interface {
+	gc.Remover
+	Restore(hold, dest string) error
+}
+
 // Server answers on the control socket of a mounted store.
 type Server struct {
-	Store   *store.Store
-	Remover gc.Remover // the mounted filesystem
+	Store      *store.Store
+	FS         Filesystem
+	Mountpoint string // absolute
 
 	gcMu sync.Mutex // one collector run at a time
 	srv  *http.Server
@@ -121,6 +159,8 @@ func (s *Server) Listen() error {
 	mux.HandleFunc("POST /gc", s.gc)
 	mux.HandleFunc("GET /inspect", s.inspect)
 	mux.HandleFunc("GET /du", s.du)
+	mux.HandleFunc("GET /holds", s.holds)
+	mux.HandleFunc("POST /restore", s.restore)
 	s.ln = ln
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
@@ -155,6 +195,28 @@ func (s *Server) verdict(w http.ResponseWriter, r *http.Request) {
 	reply(w, struct{}{}, SetVerdict(s.Store, req))
 }
 
+func (s *Server) holds(w http.ResponseWriter, r *http.Request) {
+	hs, err := Holds(s.Store)
+	reply(w, hs, err)
+}
+
+func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
+	var req RestoreRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	dest := req.Dest
+	if filepath.IsAbs(dest) {
+		rel, err := filepath.Rel(s.Mountpoint, filepath.Clean(dest))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			reply(w, nil, fmt.Errorf("restore destination %s is not inside the mount %s", dest, s.Mountpoint))
+			return
+		}
+		dest = rel
+	}
+	reply(w, struct{}{}, s.FS.Restore(req.Hold, dest))
+}
+
 // CollectEvery runs the collector with req every interval until ctx ends;
 // a run never overlaps one asked for on the socket.
 func (s *Server) CollectEvery(ctx context.Context, interval time.Duration, req GCRequest) {
@@ -167,7 +229,7 @@ func (s *Server) CollectEvery(ctx context.Context, interval time.Duration, req G
 		case <-t.C:
 		}
 		s.gcMu.Lock()
-		c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.Remover}
+		c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.FS}
 		report, err := c.Run(ctx, false)
 		s.gcMu.Unlock()
 		if err != nil {
@@ -193,7 +255,7 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.gcMu.Unlock()
-	c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.Remover}
+	c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.FS}
 	report, err := c.Run(r.Context(), req.DryRun)
 	reply(w, report, err)
 }
@@ -269,6 +331,17 @@ func (c *Client) Jobs(ctx context.Context) ([]*index.Job, error) {
 // SetVerdict gives the operator's verdict about a job.
 func (c *Client) SetVerdict(ctx context.Context, r VerdictRequest) error {
 	return c.call(ctx, http.MethodPost, "/job", r, &struct{}{})
+}
+
+// Holds lists the held trees.
+func (c *Client) Holds(ctx context.Context) ([]*index.Hold, error) {
+	var hs []*index.Hold
+	return hs, c.call(ctx, http.MethodGet, "/holds", nil, &hs)
+}
+
+// Restore puts a held tree back.
+func (c *Client) Restore(ctx context.Context, r RestoreRequest) error {
+	return c.call(ctx, http.MethodPost, "/restore", r, &struct{}{})
 }
 
 // GC runs the daemon's collector once.

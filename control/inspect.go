@@ -346,7 +346,7 @@ func DU(s *store.Store, by Grouping) (*DiskUsage, error) {
 		staging = map[uint64]int{} // staging id -> group
 	)
 	err := s.Index.View(func(tx *index.Tx) error {
-		return tx.Walk(index.RootIno, func(_ string, n *index.Inode) error {
+		count := func(_ string, n *index.Inode) error {
 			if !n.IsRegular() {
 				return nil
 			}
@@ -379,7 +379,18 @@ func DU(s *store.Store, by Grouping) (*DiskUsage, error) {
 				users[e.Hash]++
 			}
 			return nil
-		})
+		}
+		// Held state is on the disk too: the attic counts with the tree.
+		attic, err := tx.AtticInos()
+		if err != nil {
+			return err
+		}
+		for _, top := range append([]uint64{index.RootIno}, attic...) {
+			if err := tx.Walk(top, count); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

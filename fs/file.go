@@ -68,25 +68,36 @@ func (f *FS) lookupFile(ino uint64) *file {
 	return f.files[ino]
 }
 
-// known records that the kernel holds node n for inode ino.
+// known records that the kernel holds node n for inode ino, unless it
+// holds another one already: a lookup of an inode the kernel knows makes a
+// new node, which go-fuse drops in favour of the one it registered first.
+// (Forgotten is deprecated for OnForget, which cannot tell a dropped node
+// from a live one.)
 func (f *FS) known(ino uint64, n *gofs.Inode) {
 	f.mu.Lock()
-	f.kernelKnows[ino] = n
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	if old := f.kernelKnows[ino]; old == nil || old == n || old.Forgotten() {
+		f.kernelKnows[ino] = n
+	}
 }
 
 // knownNode is the node the kernel holds for inode ino, if any.
 func (f *FS) knownNode(ino uint64) *gofs.Inode {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.kernelKnows[ino]
+	if n := f.kernelKnows[ino]; n != nil && !n.Forgotten() {
+		return n
+	}
+	return nil
 }
 
-// forgotten records that the kernel dropped its node for rec's inode, and
+// forgotten records that the kernel dropped node n of rec's inode, and
 // reaps the inode if it has no name left.
-func (f *FS) forgotten(rec *index.Inode) {
+func (f *FS) forgotten(n *gofs.Inode, rec *index.Inode) {
 	f.mu.Lock()
-	delete(f.kernelKnows, rec.Ino)
+	if f.kernelKnows[rec.Ino] == n {
+		delete(f.kernelKnows, rec.Ino)
+	}
 	f.mu.Unlock()
 	f.reapIfUnused(rec)
 }

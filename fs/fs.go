@@ -51,6 +51,8 @@ type Options struct {
 	Sealers int
 	// Rules say who owns a path; nil means Flink's layout.
 	Rules *manifest.Rules
+	// Hold says whether and how long removed local state is held.
+	Hold HoldOptions
 }
 
 // FS is the state one mount shares between its nodes.
@@ -68,6 +70,8 @@ type FS struct {
 	sealers    chan struct{}
 	sealing    sync.WaitGroup
 	closed     atomic.Bool
+
+	holds *holder // nil unless deletes are held
 }
 
 // New makes the filesystem over an open store and returns its root node.
@@ -84,12 +88,16 @@ func New(s *store.Store, opts Options, pending []uint64) (*FS, gofs.InodeEmbedde
 	for _, ino := range pending {
 		f.scheduleSeal(ino)
 	}
+	if opts.Hold.Enabled {
+		f.holds = newHolder(f, opts.Hold)
+	}
 	return f, &node{fs: f}
 }
 
 // Shutdown stops scheduling seals and waits for the ones running. Content
 // left in staging is sealed after the next mount.
 func (f *FS) Shutdown() {
+	f.holds.Stop()
 	f.sealMu.Lock()
 	f.closed.Store(true)
 	for _, t := range f.sealTimers {

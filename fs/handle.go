@@ -21,7 +21,7 @@ import (
 // sealed content it reads verified chunks.
 type handle struct {
 	fs          *FS
-	node        *node
+	inode       *gofs.Inode // for the path in log lines
 	st          *file
 	staging     *os.File // nil for a handle on sealed content
 	passthrough bool
@@ -50,7 +50,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		n.fs.release(st)
 		return nil, 0, errno(err)
 	}
-	h.node = n
+	h.inode = &n.Inode
 	return h, fuseFlags, 0
 }
 
@@ -198,14 +198,14 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if !h.passthrough {
 		st.cached++
 	}
-	// h.node is set below, once the node exists.
+	// h.inode is set below, once the node exists.
 	st.mu.Unlock()
 	ch, e := n.newEntry(ctx, rec, out)
 	if e != 0 {
 		h.Release(ctx)
 		return nil, nil, 0, e
 	}
-	h.node = ch.Operations().(*node)
+	h.inode = ch
 	return ch, h, 0, 0
 }
 
@@ -230,7 +230,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	}
 	n, err := h.fs.store.ReadAt(h.st.ino, h.st.sealed, dest, off)
 	if err != nil {
-		slog.Error("unreadable content", "file", h.node.Path(nil), "err", err)
+		slog.Error("unreadable content", "file", h.inode.Path(nil), "err", err)
 		return nil, errno(err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0

@@ -85,7 +85,7 @@ func (n *node) newChild(ctx context.Context, rec *index.Inode, out *fuse.EntryOu
 // last name can go now.
 func (n *node) OnForget() {
 	if rec, err := n.inode(); err == nil {
-		n.fs.forgotten(rec)
+		n.fs.forgotten(&n.Inode, rec)
 	}
 }
 
@@ -274,11 +274,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if n.ino() == index.RootIno && name == statusDirName {
 		return syscall.EPERM
 	}
-	var victim *index.Inode
-	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
-		victim, err = tx.Unlink(n.ino(), name)
-		return err
-	})
+	victim, err := n.removeName(name, false)
 	if err != nil {
 		return errno(err)
 	}
@@ -293,10 +289,12 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if n.ino() == index.RootIno && name == statusDirName {
 		return syscall.EPERM
 	}
-	err := n.fs.store.Index.Update(func(tx *index.Tx) error {
-		return tx.Rmdir(n.ino(), name)
-	})
-	return errno(err)
+	victim, err := n.removeName(name, true)
+	if err != nil {
+		return errno(err)
+	}
+	n.fs.reapIfUnused(victim)
+	return 0
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {

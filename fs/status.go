@@ -66,6 +66,8 @@ func (f *FS) newStatusDir(ctx context.Context, parent *gofs.Inode) *gofs.Inode {
 	}
 	jobs := dir.NewPersistentInode(ctx, &jobsDir{fs: f}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: jobsDirIno})
 	dir.AddChild("jobs", jobs, true)
+	held := dir.NewPersistentInode(ctx, &heldDir{fs: f}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: heldDirIno})
+	dir.AddChild("held", held, true)
 	return dir
 }
 

@@ -39,6 +39,7 @@ const (
 	ProblemJobRoot        = "job-root"        // a job root that is not one, or a job's directory that should be one and is not
 	ProblemJob            = "job"             // a job record that does not decode
 	ProblemXattr          = "xattr"           // an extended attribute of an inode that does not exist
+	ProblemHold           = "hold"            // a hold record and the held directory's entries do not agree
 )
 
 // scanAll calls fn with a copy of each key (and value) under the one-byte
@@ -78,6 +79,8 @@ type checker struct {
 	owners    map[uint64]manifest.Owner
 	ownerIDs  map[string]uint64 // encoded owner -> id
 	roots     []jobRoot
+	attic     map[string]uint64 // attic directory name -> ino
+	holds     map[string]*Hold
 }
 
 type jobRoot struct {
@@ -124,6 +127,8 @@ func (db *DB) Check() ([]Problem, []cas.Hash, error) {
 		refs:      map[cas.Hash]uint64{},
 		owners:    map[uint64]manifest.Owner{},
 		ownerIDs:  map[string]uint64{},
+		attic:     map[string]uint64{},
+		holds:     map[string]*Hold{},
 	}
 	var used []cas.Hash
 	err := db.View(func(tx *Tx) error {
@@ -134,6 +139,7 @@ func (db *DB) Check() ([]Problem, []cas.Hash, error) {
 		c.checkContent()
 		used = c.checkChunks()
 		c.checkOwners()
+		c.checkHolds()
 		return nil
 	})
 	if err != nil {
@@ -254,6 +260,21 @@ func (c *checker) load(tx *Tx) error {
 			}
 			c.roots = append(c.roots, jobRoot{job: string(k[1 : len(k)-9]), ino: binary.BigEndian.Uint64(k[len(k)-8:])})
 		}},
+		{prefixAttic, func(k, v []byte) {
+			if len(v) != 8 {
+				c.add(ProblemInode, "attic directory %q record %x is corrupt", k[1:], v)
+				return
+			}
+			c.attic[string(k[1:])] = binary.BigEndian.Uint64(v)
+		}},
+		{prefixHold, func(k, v []byte) {
+			h := &Hold{}
+			if err := json.Unmarshal(v, h); err != nil || h.ID != string(k[1:]) {
+				c.add(ProblemHold, "hold record %q does not decode or names another hold: %s", k[1:], v)
+				return
+			}
+			c.holds[h.ID] = h
+		}},
 		{prefixJob, func(k, v []byte) {
 			var j Job
 			if err := json.Unmarshal(v, &j); err != nil {
@@ -351,7 +372,12 @@ func (c *checker) checkNamespace() {
 		}
 	}
 	reached := map[uint64]bool{RootIno: true}
-	for queue := []uint64{RootIno}; len(queue) > 0; queue = queue[1:] {
+	queue := []uint64{RootIno}
+	for _, name := range sortedKeys(c.attic) {
+		reached[c.attic[name]] = true
+		queue = append(queue, c.attic[name])
+	}
+	for ; len(queue) > 0; queue = queue[1:] {
 		for _, d := range c.dirents[queue[0]] {
 			if n := c.inodes[d.Ino]; n != nil && !reached[d.Ino] {
 				reached[d.Ino] = true
@@ -385,9 +411,12 @@ func (c *checker) checkDir(n *Inode, names int) {
 	if want := 2 + subdirs; uint32(want) != n.Nlink {
 		c.add(ProblemNlink, "directory %d has %d subdirectories and link count %d, not %d", n.Ino, subdirs, n.Nlink, want)
 	}
-	if n.Ino == RootIno {
+	if n.Ino == RootIno || c.isAttic(n.Ino) {
 		if names > 0 {
-			c.add(ProblemParent, "the root has %d names in directories %v", names, c.holders[n.Ino])
+			c.add(ProblemParent, "the root or attic directory %d has %d names in directories %v", n.Ino, names, c.holders[n.Ino])
+		}
+		if n.Parent != n.Ino {
+			c.add(ProblemParent, "the root or attic directory %d has parent %d, not itself", n.Ino, n.Parent)
 		}
 		return
 	}
@@ -540,11 +569,44 @@ func (c *checker) checkOwners() {
 	}
 	for _, ino := range sortedKeys(c.inodes) {
 		n := c.inodes[ino]
-		if !n.IsDir() || ino == RootIno || job(n) == "" || isRoot[jobRoot{job(n), ino}] {
+		if !n.IsDir() || ino == RootIno || c.isAttic(ino) || job(n) == "" || isRoot[jobRoot{job(n), ino}] {
 			continue
 		}
 		if p := c.inodes[n.Parent]; p != nil && job(p) != job(n) {
 			c.add(ProblemJobRoot, "directory %d of job %s is below directory %d of job %q but is not a root of its job", ino, job(n), n.Parent, job(p))
+		}
+	}
+}
+
+func (c *checker) isAttic(ino uint64) bool {
+	for _, a := range c.attic {
+		if a == ino {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHolds checks that the held directory's entries and the hold
+// records name each other.
+func (c *checker) checkHolds() {
+	held := map[string]uint64{}
+	if ino, ok := c.attic[AtticHeld]; ok {
+		for _, d := range c.dirents[ino] {
+			held[d.Name] = d.Ino
+		}
+	}
+	for _, id := range sortedKeys(c.holds) {
+		switch ino, ok := held[id]; {
+		case !ok:
+			c.add(ProblemHold, "hold %s has no tree in the held directory", id)
+		case ino != c.holds[id].Ino:
+			c.add(ProblemHold, "hold %s names inode %d; the held directory's entry is inode %d", id, c.holds[id].Ino, ino)
+		}
+	}
+	for _, id := range sortedKeys(held) {
+		if c.holds[id] == nil {
+			c.add(ProblemHold, "held tree %s (inode %d) has no hold record", id, held[id])
 		}
 	}
 }

@@ -39,6 +39,7 @@ var (
 	ErrInvalid  = errors.New("invalid operation")
 	ErrStale    = errors.New("content changed meanwhile")
 	ErrFormat   = errors.New("incompatible index format")
+	ErrDetached = errors.New("in the attic, outside the tree")
 )
 
 // DB is an open index.

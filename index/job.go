@@ -34,6 +34,10 @@ type Job struct {
 	OperatorAt int64  `json:"operator_at,omitempty"`
 }
 
+// Gone reports whether the latest verdict about j is that it is gone
+// (package gc writes the verdicts).
+func (j *Job) Gone() bool { return j.Verdict == "gone" }
+
 // DeleteJob removes the record of job id.
 func (tx *Tx) DeleteJob(id string) error {
 	return tx.del(append([]byte{prefixJob}, id...))

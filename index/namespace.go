@@ -372,12 +372,12 @@ func (tx *Tx) checkNotInside(dir, ino uint64) error {
 		if dir == ino {
 			return ErrInvalid
 		}
-		if dir == RootIno {
-			return nil
-		}
 		n, err := tx.Inode(dir)
 		if err != nil {
 			return err
+		}
+		if n.Parent == dir { // the root, or an attic directory
+			return nil
 		}
 		dir = n.Parent
 	}

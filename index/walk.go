@@ -111,7 +111,8 @@ func (tx *Tx) NameIn(dir, ino uint64) (string, error) {
 
 // DirPath is the path of directory ino relative to the root, found through
 // the parents (a directory has one name). It reads each ancestor's entries,
-// so it is for the few directories a view names, not for every inode.
+// so it is for the few directories a view names, not for every inode. A
+// directory in the attic has no such path: ErrDetached.
 func (tx *Tx) DirPath(ino uint64) (string, error) {
 	var names []string
 	for ino != RootIno {
@@ -121,6 +122,9 @@ func (tx *Tx) DirPath(ino uint64) (string, error) {
 		}
 		if !n.IsDir() {
 			return "", ErrNotDir
+		}
+		if n.Parent == ino {
+			return "", ErrDetached
 		}
 		name, err := tx.NameIn(n.Parent, ino)
 		if err != nil {

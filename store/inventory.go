@@ -60,8 +60,8 @@ func (s *Store) Inventory() (Inventory, error) {
 			subtasks := map[[4]string]*SubtaskInventory{}
 			for _, root := range roots {
 				path, err := tx.DirPath(root)
-				if errors.Is(err, index.ErrNotDir) {
-					continue // a file: no checkpoint below it
+				if errors.Is(err, index.ErrNotDir) || errors.Is(err, index.ErrDetached) {
+					continue // a file, or held: no checkpoint Flink can use
 				}
 				if err != nil {
 					return err

@@ -38,6 +38,10 @@ func mountCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "flink-url", Usage: "a Flink REST `URL` the periodic collector asks (repeat for several clusters)"},
 			&cli.StringFlag{Name: "job-result-store", Usage: "Flink HA's job-result-store `DIR`, for the periodic collector"},
 			&cli.BoolFlag{Name: "not-found-is-gone", Usage: "let a 404 from every Flink URL count as gone (after the grace period)"},
+			&cli.BoolFlag{Name: "hold-deletes", Usage: "keep the allocation, job and subtask trees the executor removes while their job is not gone (see .statefs/held, statefs restore)"},
+			&cli.DurationFlag{Name: "hold-ttl", Value: 24 * time.Hour, Usage: "how long a removed tree stays held at most (0: until its job is collected)"},
+			&cli.Float64Flag{Name: "hold-min-free", Value: 10, Usage: "held trees go, oldest first, while the store's disk has less than this `PERCENT` free"},
+			&cli.DurationFlag{Name: "hold-window", Value: 5 * time.Second, Usage: "how long removals must have stopped before the daemon decides what is held"},
 		},
 		OnUsageError: usageError,
 		Action:       runMount,
@@ -48,10 +52,13 @@ func runMount(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return fmt.Errorf("%w: mount takes exactly one MOUNTPOINT, got %d arguments", errUsage, c.NArg())
 	}
-	for _, name := range []string{"seal-delay", "gc-interval", "gc-grace"} {
+	for _, name := range []string{"seal-delay", "gc-interval", "gc-grace", "hold-ttl", "hold-window"} {
 		if c.Duration(name) < 0 {
 			return fmt.Errorf("%w: --%s must not be negative", errUsage, name)
 		}
+	}
+	if p := c.Float64("hold-min-free"); p < 0 || p > 100 {
+		return fmt.Errorf("%w: --hold-min-free is a percentage between 0 and 100, not %v", errUsage, p)
 	}
 	mnt, err := filepath.Abs(c.Args().First())
 	if err != nil {
@@ -82,13 +89,19 @@ func runMount(c *cli.Context) error {
 		Passthrough: c.Bool("passthrough"),
 		Sealers:     c.Int("sealers"),
 		Rules:       rules,
+		Hold: fs.HoldOptions{
+			Enabled: c.Bool("hold-deletes"),
+			Window:  c.Duration("hold-window"),
+			TTL:     c.Duration("hold-ttl"),
+			MinFree: c.Float64("hold-min-free") / 100,
+		},
 	}, pending)
 	server, err := gofs.Mount(mnt, root, fs.MountOptions(c.Bool("allow-other"), c.Bool("debug")))
 	if err != nil {
 		fsys.Shutdown()
 		return fmt.Errorf("mounting %s: %w", mnt, err)
 	}
-	ctl := &control.Server{Store: s, Remover: fsys}
+	ctl := &control.Server{Store: s, FS: fsys, Mountpoint: mnt}
 	if err := ctl.Listen(); err != nil {
 		server.Unmount()
 		fsys.Shutdown()

@@ -28,6 +28,8 @@ func main() {
 			fsckCommand(),
 			inspectCommand(),
 			duCommand(),
+			heldCommand(),
+			restoreCommand(),
 		},
 		OnUsageError: usageError,
 		ErrWriter:    os.Stderr,

@@ -1,0 +1,330 @@
+package index
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/statefs/statefs/manifest"
+)
+
+// The attic is two directories outside the tree, which no path from the
+// root reaches. With deletes held (statefs mount --hold-deletes), what the
+// executor removes from a job's tree waits in the pending directory, at the
+// path it had, until the daemon decides whether it is held; a held tree is
+// one entry of the held directory, named by its hold id, until it is
+// restored, dropped or collected with its job. Moving a tree in or out is
+// a rename: no content is copied. Inodes keep their owners in the attic,
+// so the collector finds held state through the job roots like any other.
+const (
+	AtticPending = "pending"
+	AtticHeld    = "held"
+)
+
+const (
+	prefixAttic = 'a' // attic directory name -> ino
+	prefixHold  = 'h' // hold id -> Hold as JSON
+)
+
+func atticKey(name string) []byte { return append([]byte{prefixAttic}, name...) }
+
+// Attic returns the attic directory name, making it first if create is set;
+// ErrNotFound if it does not exist and create is not set. Like the root,
+// an attic directory has no name and is its own parent.
+func (tx *Tx) Attic(name string, create bool) (*Inode, error) {
+	v, err := tx.get(atticKey(name))
+	if err == nil {
+		if len(v) != 8 {
+			return nil, fmt.Errorf("attic directory %s: corrupt record %x", name, v)
+		}
+		return tx.Inode(binary.BigEndian.Uint64(v))
+	}
+	if !errors.Is(err, ErrNotFound) || !create {
+		return nil, err
+	}
+	ino, err := tx.db.NewIno()
+	if err != nil {
+		return nil, err
+	}
+	now := Now()
+	n := &Inode{Ino: ino, Mode: modeDir | 0o700, Nlink: 2, Size: dirSize,
+		Atime: now, Mtime: now, Ctime: now, Btime: now, Parent: ino}
+	if err := tx.PutInode(n); err != nil {
+		return nil, err
+	}
+	return n, tx.set(atticKey(name), binary.BigEndian.AppendUint64(nil, ino))
+}
+
+// AtticInos lists the inode numbers of the attic directories that exist.
+func (tx *Tx) AtticInos() ([]uint64, error) {
+	var inos []uint64
+	err := tx.scan([]byte{prefixAttic}, true, func(_, v []byte) (bool, error) {
+		if len(v) == 8 {
+			inos = append(inos, binary.BigEndian.Uint64(v))
+		}
+		return true, nil
+	})
+	return inos, err
+}
+
+// Pend takes name out of directory parent, whose path from the root is
+// dir, and puts it at the same path under the pending directory, making the
+// directories on the way there as copies of the tree's (mode, owners,
+// times, owner). It answers as Unlink or Rmdir would: a directory must be
+// empty, and the inode that lost a link, if any, is returned for the caller
+// to reap. A directory the pending directory already holds (its children
+// went first) stays, and the tree's empty one is removed; a pending file of
+// the same name is replaced.
+func (tx *Tx) Pend(parent uint64, name, dir string) (*Inode, error) {
+	d, err := tx.Lookup(parent, name)
+	if err != nil {
+		return nil, err
+	}
+	isDir := d.Mode&modeType == modeDir
+	if isDir {
+		empty, err := tx.IsEmpty(d.Ino)
+		if err != nil {
+			return nil, err
+		}
+		if !empty {
+			return nil, ErrNotEmpty
+		}
+	}
+	mirror, err := tx.mirror(dir)
+	if err != nil {
+		return nil, err
+	}
+	old, err := tx.Lookup(mirror.Ino, name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return nil, err
+	case old.Mode&modeType == modeDir:
+		// The pending one holds the removed children; this one is empty.
+		// (Or the kinds differ: nothing to keep of a name that changed kind.)
+		return tx.Remove(parent, name)
+	case isDir:
+		return tx.Remove(parent, name)
+	}
+	return tx.Rename(parent, name, mirror.Ino, name, 0)
+}
+
+// mirror returns the directory at path dir under the pending directory,
+// making what is missing as copies of the tree's directories.
+func (tx *Tx) mirror(dir string) (*Inode, error) {
+	m, err := tx.Attic(AtticPending, true)
+	if err != nil {
+		return nil, err
+	}
+	live, err := tx.Inode(RootIno)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range strings.Split(dir, "/") {
+		if name == "" {
+			continue
+		}
+		d, err := tx.Lookup(live.Ino, name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+		if live, err = tx.dir(d.Ino); err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+		md, err := tx.Lookup(m.Ino, name)
+		if err == nil && md.Mode&modeType == modeDir {
+			if m, err = tx.Inode(md.Ino); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err == nil { // a pending file where a directory goes: it yields
+			victim, err := tx.Unlink(m.Ino, name)
+			if err != nil {
+				return nil, err
+			}
+			if victim.Nlink == 0 {
+				if _, err := tx.Reap(victim.Ino); err != nil {
+					return nil, err
+				}
+			}
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		ino, err := tx.db.NewIno()
+		if err != nil {
+			return nil, err
+		}
+		c := *live
+		c.Ino = ino
+		if err := tx.Create(m.Ino, name, &c); err != nil {
+			return nil, err
+		}
+		m = &c
+	}
+	return m, nil
+}
+
+// Hold is one held tree: what the executor removed, kept in the attic.
+type Hold struct {
+	ID       string   `json:"id"`   // its name in the held directory
+	Ino      uint64   `json:"ino"`  // its top directory
+	Path     string   `json:"path"` // where it was in the tree
+	Jobs     []string `json:"jobs,omitempty"`
+	Executor string   `json:"executor,omitempty"`
+	At       int64    `json:"at"` // when it was held, ns since the epoch
+	Files    int      `json:"files"`
+	Bytes    int64    `json:"bytes"` // logical bytes of its files
+}
+
+func holdKey(id string) []byte { return append([]byte{prefixHold}, id...) }
+
+// HoldPending moves directory name out of pending directory dir (the path
+// it had in the tree is h.Path) into the held directory under h.ID, and
+// records h. h's Ino, jobs, executor, files and bytes are filled in here.
+func (tx *Tx) HoldPending(dir uint64, name string, h *Hold) error {
+	held, err := tx.Attic(AtticHeld, true)
+	if err != nil {
+		return err
+	}
+	d, err := tx.Lookup(dir, name)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Rename(dir, name, held.Ino, h.ID, RenameNoReplace); err != nil {
+		return fmt.Errorf("holding %s as %s: %w", h.Path, h.ID, err)
+	}
+	n, err := tx.Inode(d.Ino)
+	if err != nil {
+		return err
+	}
+	// The tree's top now has a parent without an owner: it is a root of its
+	// job and executor.
+	if err := tx.indexRoot(n, held.Owner, n.Owner); err != nil {
+		return err
+	}
+	h.Ino = d.Ino
+	if err := tx.summarize(h, n); err != nil {
+		return err
+	}
+	return tx.PutHold(h)
+}
+
+// summarize fills in the jobs, executor, files and bytes of the tree whose
+// top is n.
+func (tx *Tx) summarize(h *Hold, n *Inode) error {
+	jobs := map[string]bool{}
+	note := func(n *Inode) error {
+		o, err := tx.Owner(n.Owner)
+		if err != nil {
+			return err
+		}
+		if o.Job != "" && !jobs[o.Job] {
+			jobs[o.Job] = true
+			h.Jobs = append(h.Jobs, o.Job)
+		}
+		if h.Executor == "" {
+			h.Executor = o.Executor
+		}
+		if !n.IsDir() {
+			h.Files++
+			h.Bytes += int64(n.Size)
+		}
+		return nil
+	}
+	if err := note(n); err != nil {
+		return err
+	}
+	return tx.Walk(n.Ino, func(_ string, c *Inode) error { return note(c) })
+}
+
+// PutHold writes h.
+func (tx *Tx) PutHold(h *Hold) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	return tx.set(holdKey(h.ID), b)
+}
+
+// Hold reads the hold id; ErrNotFound if there is none.
+func (tx *Tx) Hold(id string) (*Hold, error) {
+	b, err := tx.get(holdKey(id))
+	if err != nil {
+		return nil, err
+	}
+	h := &Hold{}
+	return h, json.Unmarshal(b, h)
+}
+
+// Holds lists every hold in id order, which is the order they were made.
+func (tx *Tx) Holds() ([]*Hold, error) {
+	var hs []*Hold
+	err := tx.scan([]byte{prefixHold}, true, func(_, v []byte) (bool, error) {
+		h := &Hold{}
+		if err := json.Unmarshal(v, h); err != nil {
+			return false, err
+		}
+		hs = append(hs, h)
+		return true, nil
+	})
+	return hs, err
+}
+
+// DeleteHold forgets the record of hold id (not its tree).
+func (tx *Tx) DeleteHold(id string) error { return tx.del(holdKey(id)) }
+
+// Restore moves the held tree id to name in directory parent, whose path
+// from the root is dir, which must not exist there; the tree takes the
+// owners of its new paths and the hold is forgotten. Only metadata moves.
+func (tx *Tx) Restore(id string, parent uint64, name, dir string, rules *manifest.Rules) error {
+	h, err := tx.Hold(id)
+	if err != nil {
+		return fmt.Errorf("hold %s: %w", id, err)
+	}
+	held, err := tx.Attic(AtticHeld, false)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Rename(held.Ino, id, parent, name, RenameNoReplace); err != nil {
+		return err
+	}
+	path := name
+	if dir != "" {
+		path = dir + "/" + name
+	}
+	if err := tx.Reown(h.Ino, path, rules); err != nil {
+		return err
+	}
+	return tx.DeleteHold(id)
+}
+
+// RestoreTo restores held tree id at dest, a path relative to the root
+// whose parent directory exists and which itself does not, and returns the
+// parent's inode and the name the tree got there.
+func (tx *Tx) RestoreTo(id, dest string, rules *manifest.Rules) (uint64, string, error) {
+	dest = strings.Trim(dest, "/")
+	dir, name := "", dest
+	if i := strings.LastIndex(dest, "/"); i >= 0 {
+		dir, name = dest[:i], dest[i+1:]
+	}
+	if name == "" || name == "." || name == ".." || len(name) > 255 {
+		return 0, "", fmt.Errorf("restore destination %q: %w: not a name for a new directory", dest, ErrInvalid)
+	}
+	parent, err := tx.Resolve(dir)
+	if err != nil {
+		return 0, "", fmt.Errorf("restore destination %q: %w", dest, err)
+	}
+	if !parent.IsDir() {
+		return 0, "", fmt.Errorf("restore destination %q: %s: %w", dest, dir, ErrNotDir)
+	}
+	if err := tx.Restore(id, parent.Ino, name, dir, rules); err != nil {
+		if errors.Is(err, ErrExists) {
+			return 0, "", fmt.Errorf("restore destination %q: %w", dest, err)
+		}
+		return 0, "", err
+	}
+	return parent.Ino, name, nil
+}
