@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/store"
 )
@@ -32,6 +33,9 @@ type Collector struct {
 	Now func() time.Time
 	// Removed, if set, is called after each inode removed (for a progress bar).
 	Removed func()
+
+	// names counts, in a dry run, the names of each file it would remove.
+	names map[uint64]int
 }
 
 // Candidate is one job, or one executor's tree, whose state a run removed
@@ -68,6 +72,7 @@ func (c *Collector) now() time.Time {
 func (c *Collector) Run(ctx context.Context, dryRun bool) (Report, error) {
 	start := c.now()
 	var r Report
+	c.names = map[uint64]int{}
 	var jobs []*index.Job
 	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
 		jobs, err = tx.Jobs()
@@ -99,6 +104,14 @@ func (c *Collector) Run(ctx context.Context, dryRun bool) (Report, error) {
 	r.Collected = append(r.Collected, executors...)
 	if r.Swept, err = c.Store.Sweep(dryRun); err != nil {
 		return r, err
+	}
+	if dryRun {
+		freed, err := c.wouldFree()
+		if err != nil {
+			return r, err
+		}
+		r.Swept.Chunks += freed.Chunks
+		r.Swept.Bytes += freed.Bytes
 	}
 	r.Took = c.now().Sub(start)
 	return r, nil
@@ -246,6 +259,9 @@ func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun boo
 	cand.Inodes++
 	cand.Bytes += size
 	if dryRun {
+		if n.IsRegular() {
+			c.names[n.Ino]++
+		}
 		return true, nil
 	}
 	if err := c.remover().Remove(dir, name); err != nil && !errors.Is(err, index.ErrNotFound) {
@@ -255,6 +271,52 @@ func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun boo
 		c.Removed()
 	}
 	return true, nil
+}
+
+// wouldFree is what the sweep would free once a dry run's removals were
+// made: the chunks whose every reference is held by files that would lose
+// their last name.
+func (c *Collector) wouldFree() (store.Swept, error) {
+	var freed store.Swept
+	err := c.Store.Index.View(func(tx *index.Tx) error {
+		drop := map[cas.Hash]uint64{}
+		for ino, names := range c.names {
+			n, err := tx.Inode(ino)
+			if err != nil {
+				return err
+			}
+			if uint32(names) < n.Nlink || n.Staging != 0 {
+				continue // another name keeps it, or its content is not in chunks
+			}
+			m, err := tx.Manifest(ino)
+			if errors.Is(err, index.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			for _, e := range m.Extents {
+				drop[e.Hash]++
+			}
+		}
+		for h, d := range drop {
+			refs, err := tx.ChunkRefs(h)
+			if err != nil {
+				return err
+			}
+			if refs > d {
+				continue
+			}
+			size, err := c.Store.Chunks.Size(h)
+			if err != nil {
+				continue // missing: nothing on disk to free
+			}
+			freed.Chunks++
+			freed.Bytes += size
+		}
+		return nil
+	})
+	return freed, err
 }
 
 // Remover removes one name, a file or an empty directory, from directory

@@ -398,6 +398,11 @@ func TestCollectDryRun(t *testing.T) {
 	if c.Inodes == 0 || c.Bytes == 0 {
 		t.Errorf("the real run removed %s, want something", collected(real.Collected))
 	}
+	// buildReused shares chunks between the jobs: only the ones job A alone
+	// used are freed, and the dry run says which.
+	if dry.Swept != real.Swept || real.Swept.Chunks == 0 {
+		t.Errorf("a dry run would sweep %+v; the real run swept %+v", dry.Swept, real.Swept)
+	}
 	f.check()
 }
 

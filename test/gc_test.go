@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +96,9 @@ func TestGCCollectsOnlyTheGoneJob(t *testing.T) {
 	require.Contains(t, out, "removed job "+jobGone)
 	freed := before - chunkBytes(t, m)
 	require.GreaterOrEqual(t, freed, int64(5<<20), "gc freed %d bytes of chunks:\n%s", freed, out)
+	// The dry run foretold the chunks the sweep freed.
+	swept := regexp.MustCompile(`remove(?:d)? (\d+ chunks, \d+ bytes)`)
+	require.Equal(t, swept.FindStringSubmatch(out)[1], swept.FindStringSubmatch(dry)[1], "dry:\n%s\nreal:\n%s", dry, out)
 
 	m.Start()
 	requireTree(t, m, gone, false)
