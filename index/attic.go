@@ -140,17 +140,12 @@ func (tx *Tx) mirror(dir string) (*Inode, error) {
 			}
 			continue
 		}
-		if err == nil { // a pending file where a directory goes: it yields
-			victim, err := tx.Unlink(m.Ino, name)
-			if err != nil {
-				return nil, err
-			}
-			if victim.Nlink == 0 {
-				if _, err := tx.Reap(victim.Ino); err != nil {
-					return nil, err
-				}
-			}
-		} else if !errors.Is(err, ErrNotFound) {
+		if err == nil {
+			// A pending file where a directory goes: the caller removes
+			// for good instead (a file it may hold open is not reaped here).
+			return nil, fmt.Errorf("%s: %w: a pending file is where a directory goes", dir, ErrExists)
+		}
+		if !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
 		ino, err := tx.db.NewIno()
@@ -305,14 +300,21 @@ func (tx *Tx) Restore(id string, parent uint64, name, dir string, rules *manifes
 // whose parent directory exists and which itself does not, and returns the
 // parent's inode and the name the tree got there.
 func (tx *Tx) RestoreTo(id, dest string, rules *manifest.Rules) (uint64, string, error) {
-	dest = strings.Trim(dest, "/")
-	dir, name := "", dest
-	if i := strings.LastIndex(dest, "/"); i >= 0 {
-		dir, name = dest[:i], dest[i+1:]
+	// The owners come from the path as the rules read it: a clean one.
+	var parts []string
+	for _, p := range strings.Split(dest, "/") {
+		switch p {
+		case "", ".":
+		case "..":
+			return 0, "", fmt.Errorf("restore destination %q: %w: '..' component", dest, ErrInvalid)
+		default:
+			parts = append(parts, p)
+		}
 	}
-	if name == "" || name == "." || name == ".." || len(name) > 255 {
+	if len(parts) == 0 || len(parts[len(parts)-1]) > 255 {
 		return 0, "", fmt.Errorf("restore destination %q: %w: not a name for a new directory", dest, ErrInvalid)
 	}
+	dir, name := strings.Join(parts[:len(parts)-1], "/"), parts[len(parts)-1]
 	parent, err := tx.Resolve(dir)
 	if err != nil {
 		return 0, "", fmt.Errorf("restore destination %q: %w", dest, err)
