@@ -337,11 +337,12 @@ func (h *holder) dropExpired(now time.Time) error {
 	}
 	var kept []*index.Hold
 	for _, hd := range holds {
-		reason := ""
+		reason := hd.Dropping // a drop a crash or an error cut short goes on
 		empty, err := h.fs.isEmpty(hd.Ino)
 		switch {
 		case err != nil:
 			return err
+		case reason != "":
 		case empty:
 			reason = "empty: its state was collected"
 		case h.opts.TTL > 0 && now.Sub(time.Unix(0, hd.At)) >= h.opts.TTL:
@@ -375,16 +376,23 @@ func (h *holder) dropExpired(now time.Time) error {
 	return nil
 }
 
-// DropHold removes held tree id and its record for good.
+// DropHold removes held tree id and its record for good. The record says
+// so first, so that what is left after a crash is never restored as whole.
 func (f *FS) DropHold(id, reason string) error {
 	var hold *index.Hold
 	var held *index.Inode
-	err := f.store.Index.View(func(tx *index.Tx) (err error) {
+	err := f.store.Index.Update(func(tx *index.Tx) (err error) {
 		if hold, err = tx.Hold(id); err != nil {
 			return err
 		}
-		held, err = tx.Attic(index.AtticHeld, false)
-		return err
+		if held, err = tx.Attic(index.AtticHeld, false); err != nil {
+			return err
+		}
+		if hold.Dropping == "" {
+			hold.Dropping = reason
+			return tx.PutHold(hold)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("hold %s: %w", id, err)

@@ -172,6 +172,9 @@ type Hold struct {
 	At       int64    `json:"at"` // when it was held, ns since the epoch
 	Files    int      `json:"files"`
 	Bytes    int64    `json:"bytes"` // logical bytes of its files
+	// Dropping is set once its removal began: what is left of it is no
+	// longer whole, so it is not restored, and the removal goes on.
+	Dropping string `json:"dropping,omitempty"` // why
 }
 
 func holdKey(id string) []byte { return append([]byte{prefixHold}, id...) }
@@ -278,6 +281,9 @@ func (tx *Tx) Restore(id string, parent uint64, name, dir string, rules *manifes
 	h, err := tx.Hold(id)
 	if err != nil {
 		return fmt.Errorf("hold %s: %w", id, err)
+	}
+	if h.Dropping != "" {
+		return fmt.Errorf("hold %s: %w: it is being dropped (%s) and is no longer whole", id, ErrInvalid, h.Dropping)
 	}
 	held, err := tx.Attic(AtticHeld, false)
 	if err != nil {

@@ -947,10 +947,24 @@ func TestAtticRestoreRefuses(t *testing.T) {
 		{"ends in dot-dot", id, "tm_tm1/localState/..", index.ErrInvalid},
 		{"name too long", id, "tm_tm1/" + strings.Repeat("x", 256), index.ErrInvalid},
 		{"unknown hold", "nothing", "tm_tm1/localState/aid_{E}", index.ErrNotFound},
+		{"being dropped", id, "tm_tm1/localState/aid_{E}", index.ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openDB(t)
 			heldAllocation(t, db, id)
+			if tc.name == "being dropped" {
+				err := db.Update(func(tx *index.Tx) error {
+					h, err := tx.Hold(id)
+					if err != nil {
+						return err
+					}
+					h.Dropping = "older than the hold TTL"
+					return tx.PutHold(h)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
 			before, beforeHolds := atticState(t, db)
 			err := db.Update(func(tx *index.Tx) error {
 				_, _, err := tx.RestoreTo(tc.id, fl(tc.dest), manifest.FlinkRules())
