@@ -8,7 +8,7 @@ VAR      := $(CURDIR)/var
 STORE    := $(VAR)/store
 MNT      := $(VAR)/mnt
 
-.PHONY: all build test test-deps vet run clean
+.PHONY: all build test test-deps vet run clean bench
 
 all: build
 
@@ -49,6 +49,13 @@ run: build
 	@echo "statefs: store $(STORE)"
 	@echo "statefs: mounting on $(MNT); stop with Ctrl-C, kill -TERM <pid>, or: umount $(MNT)"
 	$(CURDIR)/$(BIN) mount --store $(STORE) $(MNT)
+
+# bench runs the side-by-side benchmark of issue 4 (statefs vs the bare disk
+# vs go-fuse's loopback; as root, about 8 minutes on 2 cores) and writes
+# var/bench/result.md and var/bench/result.json; BENCHMARKS.md keeps the
+# latest tables. Sizes: BENCH_FLAGS="--reps 1 ..." (go run ./test/bench -h).
+bench: test-deps
+	$(GO) run ./test/bench --dir $(VAR)/bench --json $(VAR)/bench/result.json --markdown $(VAR)/bench/result.md $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin

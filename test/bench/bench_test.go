@@ -1,0 +1,196 @@
+package main
+
+// White-box: the smoke test runs the harness in-process with tiny sizes, so
+// that `go test ./...` keeps it from rotting; the real numbers come from
+// `make bench`.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSmokeRun runs every workload once at tiny sizes and checks that the
+// JSON holds each of them with a positive number for every target it
+// measures: a workload that silently measured nothing fails it.
+func TestSmokeRun(t *testing.T) {
+	requireFUSE(t)
+	requireRocksDBTools(t)
+	repo, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tinyConfig(repo, t.TempDir())
+	report, err := run(cfg, repo, testLog{t})
+	if report == nil {
+		t.Fatal(err)
+	}
+	if perr := publish(cfg, report, markdown(report)); perr != nil {
+		t.Fatal(perr)
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, markdown(report))
+	}
+	var fromJSON Report
+	b, err := os.ReadFile(cfg.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	for _, problem := range incomplete(&fromJSON) {
+		t.Error(problem)
+	}
+	if t.Failed() {
+		t.Logf("tables:\n%s", markdown(&fromJSON))
+	}
+}
+
+// tinyConfig sizes every workload to take seconds.
+func tinyConfig(repo, dir string) config {
+	c := defaultConfig(repo)
+	c.Dir, c.JSON, c.Markdown = dir, filepath.Join(dir, "result.json"), filepath.Join(dir, "result.md")
+	c.Reps = 1
+	c.CopyIn = copyInSize{Checkpoints: 2, SSTs: 10, SSTMiB: 2, Reps: 1}
+	c.RocksDB = rocksDBSize{Keys: 2000, NoSyncKeys: 2000, ValueSize: 400, Reads: 2000, Checkpoints: 2, WritesBetween: 200, Reps: 1}
+	c.Metadata = metadataSize{Files: 300, Dirs: 10, Reps: 1}
+	c.Restart = restartSize{Inodes: 1000, Reps: 1}
+	c.Collector = collectorSize{Files: 10, FileMiB: 1, CopyCheckpoints: 2, Reps: 1}
+	return c
+}
+
+// incomplete lists what a report lacks: a workload that is missing or
+// failed, a metric without a positive median for each target it measures
+// (and for statefs always), a goal that could not be judged.
+func incomplete(r *Report) []string {
+	var problems []string
+	seen := map[int]bool{}
+	for _, w := range r.Workloads {
+		seen[w.ID] = true
+		if w.Error != "" {
+			problems = append(problems, fmt.Sprintf("workload %d failed: %s", w.ID, w.Error))
+		}
+		if len(w.Metrics) == 0 {
+			problems = append(problems, fmt.Sprintf("workload %d has no metrics", w.ID))
+		}
+		for _, m := range w.Metrics {
+			problems = append(problems, incompleteMetric(w, m)...)
+		}
+	}
+	for id := 1; id <= 7; id++ {
+		if !seen[id] {
+			problems = append(problems, fmt.Sprintf("workload %d is missing", id))
+		}
+	}
+	return problems
+}
+
+func incompleteMetric(w *Workload, m *Metric) []string {
+	var problems []string
+	want := []string{statefs}
+	if w.ID <= 5 && m.Goal != nil && m.Goal.Against != "" {
+		want = targetNames
+	}
+	for _, t := range want {
+		if _, ok := m.Median[t]; !ok {
+			problems = append(problems, fmt.Sprintf("workload %d, %s: no %s value", w.ID, m.Name, t))
+		}
+	}
+	for t, v := range m.Median {
+		if !(v > 0) {
+			problems = append(problems, fmt.Sprintf("workload %d, %s: %s median is %v", w.ID, m.Name, t, v))
+		}
+	}
+	if m.Goal != nil && m.Met == nil {
+		problems = append(problems, fmt.Sprintf("workload %d, %s: target %q not judged", w.ID, m.Name, m.Goal.Text))
+	}
+	return problems
+}
+
+// testLog sends the harness's progress lines to the test log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// requireFUSE skips the test unless it runs as root with /dev/fuse, or
+// fails it when STATEFS_REQUIRE_FUSE=1 says a skip would hide a failure.
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	reason := ""
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		reason = "no /dev/fuse"
+	} else if os.Geteuid() != 0 {
+		reason = "not root (mounting and dropping caches need it)"
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("STATEFS_REQUIRE_FUSE") == "1" {
+		t.Fatalf("FUSE required (STATEFS_REQUIRE_FUSE=1) but unavailable: %s", reason)
+	}
+	t.Skipf("FUSE unavailable: %s", reason)
+}
+
+// requireRocksDBTools skips the test without db_bench and ldb, or fails it
+// under STATEFS_REQUIRE_FUSE=1, where `make test` has installed them.
+func requireRocksDBTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"db_bench", "ldb"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			msg := tool + " not found (install the Debian package rocksdb-tools, or run `make test`)"
+			if os.Getenv("STATEFS_REQUIRE_FUSE") == "1" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+}
+
+// TestIncompleteCatchesEmptyResults checks the smoke test's own check: a
+// report whose workload measured nothing, or zero, or lacks a target, is
+// flagged.
+func TestIncompleteCatchesEmptyResults(t *testing.T) {
+	complete := func() *Report {
+		r := &Report{}
+		for id := 1; id <= 7; id++ {
+			w := newWorkload(id, fmt.Sprint("workload ", id), 1)
+			m := w.metric("throughput", "MB/s", true, ratioGoal(">=", 1.0, native))
+			for _, target := range targetNames {
+				m.add(target, 100)
+			}
+			w.finish(&caches{})
+			r.Workloads = append(r.Workloads, w)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name  string
+		spoil func(*Report)
+	}{
+		{"workload missing", func(r *Report) { r.Workloads = r.Workloads[1:] }},
+		{"workload failed", func(r *Report) { r.Workloads[2].Error = "db_bench exited 1" }},
+		{"no metrics", func(r *Report) { r.Workloads[3].Metrics = nil }},
+		{"zero median", func(r *Report) { r.Workloads[4].Metrics[0].Median[statefs] = 0 }},
+		{"target not measured", func(r *Report) { delete(r.Workloads[0].Metrics[0].Median, native) }},
+		{"goal not judged", func(r *Report) { r.Workloads[5].Metrics[0].Met = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := complete()
+			if p := incomplete(r); len(p) != 0 {
+				t.Fatalf("complete report flagged: %v", p)
+			}
+			tc.spoil(r)
+			if len(incomplete(r)) == 0 {
+				t.Error("not flagged")
+			}
+		})
+	}
+}

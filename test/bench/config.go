@@ -1,0 +1,204 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// config is one run's choices: where it works, what it writes, and the size
+// of every workload. The defaults finish in under 10 minutes on 2 cores.
+type config struct {
+	Dir         string // work dir: targets, sources, binaries, daemon logs
+	JSON        string // where the results go as JSON
+	Markdown    string // where the tables go (they are also printed)
+	Reps        int    // repetitions of each workload unless it has its own
+	Workloads   []int  // which of 1-7 to run
+	StatefsArgs []string
+
+	CopyIn    copyInSize
+	RocksDB   rocksDBSize
+	Metadata  metadataSize
+	Restart   restartSize
+	Collector collectorSize
+}
+
+// copyInSize sizes workloads 1 and 4: Checkpoints checkpoints of SSTs files
+// each, consecutive ones sharing all but one SST (90% with 10).
+type copyInSize struct {
+	Checkpoints int
+	SSTs        int
+	SSTMiB      int
+	Reps        int
+}
+
+// rocksDBSize sizes workloads 2 and 3.
+type rocksDBSize struct {
+	Keys          int // fillrandom and overwrite write this many keys, fsync'd
+	NoSyncKeys    int // fillrandom without fsync writes this many
+	ValueSize     int
+	Reads         int // readrandom and readseq read this many
+	Checkpoints   int // ldb checkpoints in workload 3
+	WritesBetween int // overwrites before each checkpoint
+	Reps          int
+}
+
+// metadataSize sizes workload 5.
+type metadataSize struct {
+	Files int
+	Dirs  int
+	Reps  int
+}
+
+// restartSize sizes workload 6.
+type restartSize struct {
+	Inodes int
+	Reps   int
+}
+
+// collectorSize sizes workload 7: Files files of FileMiB each, half of
+// them owned by a job that is gone, and a copy-in of CopyCheckpoints
+// checkpoints of workload 1's source running while the collector does.
+type collectorSize struct {
+	Files           int
+	FileMiB         int
+	CopyCheckpoints int
+	Reps            int
+}
+
+func defaultConfig(repo string) config {
+	dir := filepath.Join(repo, "var", "bench")
+	// The heaviest workloads (1 and 5) repeat twice, so that the default
+	// run stays under 10 minutes on 2 cores.
+	return config{
+		Dir:       dir,
+		JSON:      filepath.Join(dir, "result.json"),
+		Markdown:  filepath.Join(dir, "result.md"),
+		Reps:      3,
+		Workloads: []int{1, 2, 3, 4, 5, 6, 7},
+		CopyIn:    copyInSize{Checkpoints: 10, SSTs: 10, SSTMiB: 64, Reps: 2},
+		RocksDB:   rocksDBSize{Keys: 30000, NoSyncKeys: 100000, ValueSize: 400, Reads: 100000, Checkpoints: 10, WritesBetween: 2000},
+		Metadata:  metadataSize{Files: 50000, Dirs: 100, Reps: 2},
+		Restart:   restartSize{Inodes: 100000},
+		Collector: collectorSize{Files: 500, FileMiB: 4, CopyCheckpoints: 2},
+	}
+}
+
+// parseFlags reads the command line over the defaults. A workload's own
+// reps flag left at 0 means --reps.
+func parseFlags(repo string, args []string) (config, error) {
+	c := defaultConfig(repo)
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&c.Dir, "dir", c.Dir, "work `dir` on the disk under test (targets, sources, logs)")
+	jsonPath := fs.String("json", "", "write the results as JSON to `file` (default DIR/result.json)")
+	mdPath := fs.String("markdown", "", "write the tables to `file` (default DIR/result.md)")
+	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions per workload (median reported)")
+	only := fs.String("workloads", "1,2,3,4,5,6,7", "comma-separated workloads to run (1 and 4 run together, as do 2 and 3)")
+	statefsArgs := fs.String("statefs-args", "", "extra flags for statefs mount, space-separated (e.g. --passthrough=false)")
+
+	fs.IntVar(&c.CopyIn.Checkpoints, "copyin-checkpoints", c.CopyIn.Checkpoints, "workload 1: checkpoints copied in")
+	fs.IntVar(&c.CopyIn.SSTs, "copyin-ssts", c.CopyIn.SSTs, "workload 1: SST files per checkpoint (all but one shared with the previous checkpoint)")
+	fs.IntVar(&c.CopyIn.SSTMiB, "copyin-sst-mib", c.CopyIn.SSTMiB, "workload 1: size of an SST file in MiB")
+	fs.IntVar(&c.CopyIn.Reps, "copyin-reps", c.CopyIn.Reps, "workloads 1 and 4: repetitions (0: --reps)")
+
+	fs.IntVar(&c.RocksDB.Keys, "rocksdb-keys", c.RocksDB.Keys, "workload 2: keys written by fillrandom and by overwrite, each with an fsync'd WAL")
+	fs.IntVar(&c.RocksDB.NoSyncKeys, "rocksdb-nosync-keys", c.RocksDB.NoSyncKeys, "workload 2: keys written by fillrandom without fsync, on a second database")
+	fs.IntVar(&c.RocksDB.ValueSize, "rocksdb-value-size", c.RocksDB.ValueSize, "workload 2: value size in bytes")
+	fs.IntVar(&c.RocksDB.Reads, "rocksdb-reads", c.RocksDB.Reads, "workload 2: reads by readrandom and readseq")
+	fs.IntVar(&c.RocksDB.Checkpoints, "rocksdb-checkpoints", c.RocksDB.Checkpoints, "workload 3: ldb checkpoints taken")
+	fs.IntVar(&c.RocksDB.WritesBetween, "rocksdb-writes-between", c.RocksDB.WritesBetween, "workload 3: overwrites before each checkpoint")
+	fs.IntVar(&c.RocksDB.Reps, "rocksdb-reps", c.RocksDB.Reps, "workloads 2 and 3: repetitions (0: --reps)")
+
+	fs.IntVar(&c.Metadata.Files, "meta-files", c.Metadata.Files, "workload 5: files created, stat'ed and unlinked")
+	fs.IntVar(&c.Metadata.Dirs, "meta-dirs", c.Metadata.Dirs, "workload 5: directories they are spread over")
+	fs.IntVar(&c.Metadata.Reps, "meta-reps", c.Metadata.Reps, "workload 5: repetitions (0: --reps)")
+
+	fs.IntVar(&c.Restart.Inodes, "restart-inodes", c.Restart.Inodes, "workload 6: inodes in the store when it restarts (the issue asks for 1000000)")
+	fs.IntVar(&c.Restart.Reps, "restart-reps", c.Restart.Reps, "workload 6: restarts (0: --reps)")
+
+	fs.IntVar(&c.Collector.Files, "gc-files", c.Collector.Files, "workload 7: files written, half of them by a job that is gone")
+	fs.IntVar(&c.Collector.FileMiB, "gc-file-mib", c.Collector.FileMiB, "workload 7: size of each in MiB (chunks average 1 MiB)")
+	fs.IntVar(&c.Collector.CopyCheckpoints, "gc-copy-checkpoints", c.Collector.CopyCheckpoints, "workload 7: checkpoints of workload 1 copied in while the collector runs")
+	fs.IntVar(&c.Collector.Reps, "gc-reps", c.Collector.Reps, "workload 7: repetitions (0: --reps)")
+
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() != 0 {
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	c.JSON, c.Markdown = orDefault(*jsonPath, filepath.Join(c.Dir, "result.json")), orDefault(*mdPath, filepath.Join(c.Dir, "result.md"))
+	c.StatefsArgs = strings.Fields(*statefsArgs)
+	var err error
+	if c.Workloads, err = parseWorkloads(*only); err != nil {
+		return c, err
+	}
+	return c, c.check()
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func parseWorkloads(list string) ([]int, error) {
+	var ids []int
+	for _, f := range strings.Split(list, ",") {
+		id, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || id < 1 || id > 7 {
+			return nil, fmt.Errorf("--workloads: %q is not a workload (1-7)", f)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// check refuses sizes that would make a workload measure nothing.
+func (c config) check() error {
+	positive := map[string]int{
+		"--reps": c.Reps, "--copyin-checkpoints": c.CopyIn.Checkpoints, "--copyin-ssts": c.CopyIn.SSTs,
+		"--copyin-sst-mib": c.CopyIn.SSTMiB, "--rocksdb-keys": c.RocksDB.Keys, "--rocksdb-nosync-keys": c.RocksDB.NoSyncKeys, "--rocksdb-value-size": c.RocksDB.ValueSize,
+		"--rocksdb-reads": c.RocksDB.Reads, "--rocksdb-checkpoints": c.RocksDB.Checkpoints,
+		"--rocksdb-writes-between": c.RocksDB.WritesBetween, "--meta-files": c.Metadata.Files, "--meta-dirs": c.Metadata.Dirs,
+		"--restart-inodes": c.Restart.Inodes, "--gc-file-mib": c.Collector.FileMiB, "--gc-copy-checkpoints": c.Collector.CopyCheckpoints,
+	}
+	for name, v := range positive {
+		if v <= 0 {
+			return fmt.Errorf("%s must be positive, got %d", name, v)
+		}
+	}
+	if c.Collector.Files < 2 {
+		return fmt.Errorf("--gc-files must be at least 2 (half of them become garbage), got %d", c.Collector.Files)
+	}
+	for name, v := range map[string]int{"--copyin-reps": c.CopyIn.Reps, "--rocksdb-reps": c.RocksDB.Reps,
+		"--meta-reps": c.Metadata.Reps, "--restart-reps": c.Restart.Reps, "--gc-reps": c.Collector.Reps} {
+		if v < 0 {
+			return fmt.Errorf("%s must not be negative, got %d", name, v)
+		}
+	}
+	return nil
+}
+
+// reps is a workload's own repetition count, or --reps.
+func (c config) reps(own int) int {
+	if own > 0 {
+		return own
+	}
+	return c.Reps
+}
+
+// runs reports whether any of the workloads ids was asked for.
+func (c config) runs(ids ...int) bool {
+	for _, w := range c.Workloads {
+		for _, id := range ids {
+			if w == id {
+				return true
+			}
+		}
+	}
+	return false
+}

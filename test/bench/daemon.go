@@ -1,0 +1,137 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// daemon is one running FUSE server process (statefs or the loopback)
+// serving mnt. Its output goes to a log file in the work dir.
+type daemon struct {
+	cmd  *exec.Cmd
+	mnt  string
+	log  string
+	done chan error
+}
+
+// startDaemon runs bin with args and waits until ready reports true,
+// polling every millisecond, so the wait measures when the mount serves to
+// within that. The daemon gets SIGTERM if the harness dies, and unmounts.
+func startDaemon(bin string, args []string, mnt, logPath string, ready func() bool) (*daemon, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	d := &daemon{cmd: exec.Command(bin, args...), mnt: mnt, log: logPath, done: make(chan error, 1)}
+	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := d.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for !ready() {
+		select {
+		case err := <-d.done:
+			return nil, fmt.Errorf("%s exited before serving %s: %v\n%s", bin, mnt, err, d.tail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.kill()
+			return nil, fmt.Errorf("%s did not serve %s within 60s\n%s", bin, mnt, d.tail())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return d, nil
+}
+
+// Stop sends SIGTERM and waits for the daemon to unmount and exit 0.
+func (d *daemon) Stop() error {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-d.done:
+	case <-time.After(time.Minute):
+		d.kill()
+		err = errors.New("did not exit within a minute of SIGTERM")
+	}
+	if isMounted(d.mnt) {
+		syscall.Unmount(d.mnt, syscall.MNT_DETACH)
+		err = errors.Join(err, errors.New("left its mount behind"))
+	}
+	if err != nil {
+		return fmt.Errorf("stopping %s on %s: %w\n%s", d.cmd.Path, d.mnt, err, d.tail())
+	}
+	return nil
+}
+
+// kill ends a daemon that does not stop by itself: SIGKILL, then a forced
+// unmount. The forced unmount aborts the FUSE connection, which is the only
+// way out for a daemon one of whose threads waits for an answer from its
+// own mount (say, closing a file on it while exiting).
+func (d *daemon) kill() {
+	d.cmd.Process.Kill()
+	syscall.Unmount(d.mnt, syscall.MNT_FORCE)
+	syscall.Unmount(d.mnt, syscall.MNT_DETACH)
+	<-d.done
+}
+
+// PeakRSS is the daemon's high-water resident set size so far (VmHWM), in
+// bytes.
+func (d *daemon) PeakRSS() (int64, error) {
+	return procStatusBytes(d.cmd.Process.Pid, "VmHWM")
+}
+
+// procStatusBytes reads a "kB" field of /proc/<pid>/status.
+func procStatusBytes(pid int, field string) (int64, error) {
+	for _, line := range lines(fmt.Sprintf("/proc/%d/status", pid)) {
+		var kib int64
+		if _, err := fmt.Sscanf(line, field+": %d kB", &kib); err == nil {
+			return kib << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// logContains reports whether the daemon's log holds s.
+func logContains(path, s string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.Contains(string(b), s)
+}
+
+// tail is the end of the daemon's log, for error messages.
+func (d *daemon) tail() string {
+	b, _ := os.ReadFile(d.log)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// isMounted reports whether dir is a FUSE mountpoint.
+func isMounted(dir string) bool {
+	for _, line := range lines("/proc/self/mountinfo") {
+		mnt, _, fstype, ok := parseMountinfo(line)
+		if ok && mnt == dir && strings.HasPrefix(fstype, "fuse") {
+			return true
+		}
+	}
+	return false
+}
+
+// detachStale unmounts every FUSE mount left under dir by a run that died,
+// so the work dir can be cleaned.
+func detachStale(dir string) {
+	for _, line := range lines("/proc/self/mountinfo") {
+		mnt, _, fstype, ok := parseMountinfo(line)
+		if ok && strings.HasPrefix(fstype, "fuse") && within(mnt, dir) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// target is where a workload writes: the bare disk, go-fuse's loopback of a
+// directory on it, or statefs with its store on it.
+type target interface {
+	Name() string
+	// Open makes a fresh, empty tree (mounting it if it is a mount) and
+	// returns its root.
+	Open() (string, error)
+	// Remount restarts the daemon on the same tree, so that nothing it
+	// holds in memory serves the next phase. The bare disk does nothing.
+	Remount() error
+	// Settle waits until what was written has its final form on the disk:
+	// for statefs, every closed file is sealed.
+	Settle() error
+	// DiskUsage is what the tree takes on the disk: its allocated blocks
+	// (statefs: the whole store, index included), hard links counted once.
+	DiskUsage() (int64, error)
+	// Close unmounts and removes the tree.
+	Close() error
+}
+
+const (
+	native   = "native"
+	loopback = "loopback"
+	statefs  = "statefs"
+)
+
+// targetNames in the order every table shows them and every repetition
+// runs them.
+var targetNames = []string{native, loopback, statefs}
+
+// nativeTarget is a plain directory on the disk.
+type nativeTarget struct{ dir string }
+
+func (t *nativeTarget) Name() string { return native }
+
+func (t *nativeTarget) Open() (string, error) { return t.dir, freshDir(t.dir) }
+
+func (t *nativeTarget) Remount() error { return nil }
+
+func (t *nativeTarget) Settle() error { return nil }
+
+func (t *nativeTarget) DiskUsage() (int64, error) { return diskUsage(t.dir) }
+
+func (t *nativeTarget) Close() error { return os.RemoveAll(t.dir) }
+
+// loopbackTarget is go-fuse's example loopback filesystem serving a plain
+// directory: the cost of FUSE alone. go-fuse turns on FUSE passthrough for
+// its open files by itself where the kernel allows it.
+type loopbackTarget struct {
+	bin     string
+	backing string
+	mnt     string
+	logs    string
+	started int // daemons started, to name their logs
+	d       *daemon
+}
+
+// loopbackArgs are the flags the loopback runs with: the mount syscall
+// itself instead of fusermount.
+var loopbackArgs = []string{"-directmountstrict"}
+
+// loopbackMounted is what the loopback prints once it is mounted and about
+// to catch SIGTERM. A SIGTERM before that kills it while go-fuse may hold a
+// file open on its own mount, and it hangs in exit.
+const loopbackMounted = "Mounted!"
+
+func (t *loopbackTarget) Name() string { return loopback }
+
+func (t *loopbackTarget) Open() (string, error) {
+	if err := freshDir(t.backing); err != nil {
+		return "", err
+	}
+	if err := freshDir(t.mnt); err != nil {
+		return "", err
+	}
+	return t.mnt, t.mount(t.ready)
+}
+
+// mount starts the daemon and waits until ready says it serves and the
+// daemon says it is mounted.
+func (t *loopbackTarget) mount(ready func() bool) (err error) {
+	t.started++
+	log := filepath.Join(t.logs, fmt.Sprintf("loopback-%03d.log", t.started))
+	args := append(append([]string{}, loopbackArgs...), t.mnt, t.backing)
+	t.d, err = startDaemon(t.bin, args, t.mnt, log, func() bool { return ready() && logContains(log, loopbackMounted) })
+	return err
+}
+
+func (t *loopbackTarget) ready() bool { return isMounted(t.mnt) }
+
+func (t *loopbackTarget) Remount() error {
+	if err := t.stop(); err != nil {
+		return err
+	}
+	return t.mount(t.ready)
+}
+
+func (t *loopbackTarget) stop() error {
+	if t.d == nil {
+		return nil
+	}
+	d := t.d
+	t.d = nil
+	return d.Stop()
+}
+
+func (t *loopbackTarget) Settle() error { return nil }
+
+func (t *loopbackTarget) DiskUsage() (int64, error) { return diskUsage(t.backing) }
+
+func (t *loopbackTarget) Close() error {
+	err := t.stop()
+	if rmErr := os.RemoveAll(t.backing); err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+// statefsTarget is `statefs mount --store STORE MNT` with a fresh store.
+// It keeps the highest peak RSS of its daemons since the last TakePeakRSS.
+type statefsTarget struct {
+	bin     string
+	args    []string // extra mount flags
+	store   string
+	mnt     string
+	logs    string
+	started int // daemons started, to name their logs
+	d       *daemon
+	peakRSS int64
+}
+
+func (t *statefsTarget) Name() string { return statefs }
+
+func (t *statefsTarget) Open() (string, error) {
+	if err := os.RemoveAll(t.store); err != nil {
+		return "", err
+	}
+	if err := freshDir(t.mnt); err != nil {
+		return "", err
+	}
+	return t.mnt, t.mount(t.ready)
+}
+
+// mountArgs is the command line of `statefs mount` for this target.
+func (t *statefsTarget) mountArgs() []string {
+	args := append([]string{"mount", "--store", t.store}, t.args...)
+	return append(args, t.mnt)
+}
+
+// mount starts the daemon and waits until ready says it serves.
+func (t *statefsTarget) mount(ready func() bool) (err error) {
+	t.started++
+	log := filepath.Join(t.logs, fmt.Sprintf("statefs-%03d.log", t.started))
+	t.d, err = startDaemon(t.bin, t.mountArgs(), t.mnt, log, ready)
+	return err
+}
+
+// ready reports whether the daemon serves its status file.
+func (t *statefsTarget) ready() bool {
+	_, err := t.Status()
+	return err == nil
+}
+
+func (t *statefsTarget) Remount() error {
+	if err := t.stop(); err != nil {
+		return err
+	}
+	return t.mount(t.ready)
+}
+
+// stop stops the daemon, keeping its peak RSS first.
+func (t *statefsTarget) stop() error {
+	if t.d == nil {
+		return nil
+	}
+	if rss, err := t.d.PeakRSS(); err == nil {
+		t.peakRSS = max(t.peakRSS, rss)
+	}
+	d := t.d
+	t.d = nil
+	return d.Stop()
+}
+
+// TakePeakRSS returns the highest VmHWM of the daemons stopped since the
+// last call, and of the running one, and starts over.
+func (t *statefsTarget) TakePeakRSS() int64 {
+	if t.d != nil {
+		if rss, err := t.d.PeakRSS(); err == nil {
+			t.peakRSS = max(t.peakRSS, rss)
+		}
+	}
+	peak := t.peakRSS
+	t.peakRSS = 0
+	return peak
+}
+
+// statefsStatus is the part of .statefs/status.json the harness reads.
+type statefsStatus struct {
+	Unsealed    int  `json:"unsealed"`
+	OpenFiles   int  `json:"open_files"`
+	Passthrough bool `json:"passthrough"`
+}
+
+// statefsStats is the part of .statefs/stats.json the harness reads.
+type statefsStats struct {
+	Chunks        int   `json:"chunks"`
+	ChunkFiles    int   `json:"chunk_files"`
+	LogicalBytes  int64 `json:"logical_bytes"`
+	PhysicalBytes int64 `json:"physical_bytes"`
+}
+
+func (t *statefsTarget) Status() (s statefsStatus, err error) {
+	return s, readJSON(filepath.Join(t.mnt, ".statefs", "status.json"), &s)
+}
+
+func (t *statefsTarget) Stats() (s statefsStats, err error) {
+	return s, readJSON(filepath.Join(t.mnt, ".statefs", "stats.json"), &s)
+}
+
+// Settle waits until status.json says no file is left unsealed.
+func (t *statefsTarget) Settle() error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		st, err := t.Status()
+		if err != nil {
+			return err
+		}
+		if st.Unsealed == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("statefs: %d files still unsealed after 10 minutes", st.Unsealed)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (t *statefsTarget) DiskUsage() (int64, error) { return diskUsage(t.store) }
+
+func (t *statefsTarget) Close() error {
+	err := t.stop()
+	if rmErr := os.RemoveAll(t.store); err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// freshDir makes dir exist and be empty.
+func freshDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o755)
+}
