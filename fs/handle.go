@@ -253,7 +253,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if h.staging != nil {
 		if !h.st.stagingNamed.Load() {
-			if err := h.fs.store.SyncStagingDir(); err != nil {
+			if err := h.fs.store.SyncStagingName(h.staging); err != nil {
 				return errno(err)
 			}
 			h.st.stagingNamed.Store(true)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -425,11 +425,17 @@ func (f *fixture) check() {
 // stagingFiles counts the files in the store's staging directory.
 func (f *fixture) stagingFiles() int {
 	f.t.Helper()
-	es, err := os.ReadDir(filepath.Join(f.s.Dir, "staging"))
+	n := 0
+	err := filepath.WalkDir(filepath.Join(f.s.Dir, "staging"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return err
+	})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return len(es)
+	return n
 }
 
 // scriptOracle answers questions about job A with the verdicts of its

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
@@ -137,24 +136,24 @@ func (s *Store) checkStaging() ([]index.Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(s.stagingDir())
+	present := map[uint64]bool{}
+	err = s.walkStaging(func(f stagingFile) error {
+		name, _ := filepath.Rel(s.stagingDir(), f.path)
+		_, referred := refs[f.id]
+		switch {
+		case !f.ok && f.info.Type().IsRegular():
+			add(ProblemStrayStaging, "staging file %s is not named after a staging id in its shard", name)
+		case !f.ok:
+			add(ProblemStagingFile, "staging file %s is not a regular file", name)
+		case !referred:
+			add(ProblemStrayStaging, "staging file %s belongs to no inode", name)
+		default:
+			present[f.id] = true
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	present := map[uint64]bool{}
-	for _, e := range entries {
-		id, err := strconv.ParseUint(e.Name(), 16, 64)
-		_, referred := refs[id]
-		switch {
-		case err != nil || s.StagingPath(id) != filepath.Join(s.stagingDir(), e.Name()):
-			add(ProblemStrayStaging, "staging file %s is not named after a staging id", e.Name())
-		case !e.Type().IsRegular():
-			add(ProblemStagingFile, "staging file %s is not a regular file", e.Name())
-		case !referred:
-			add(ProblemStrayStaging, "staging file %s belongs to no inode", e.Name())
-		default:
-			present[id] = true
-		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(refs)) {
 		if !present[id] {

@@ -8,19 +8,131 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
 )
 
 // Staging files hold the content of files that are open for writing or not
 // yet sealed. They are named by a number the index hands out, never after
-// the caller's path (DESIGN invariant 6).
+// the caller's path (DESIGN invariant 6): staging/<ss>/<id>, 16 hex digits,
+// in one of 256 shard directories by the id's low byte.
+//
+// The shards are for ext4, which gives a new file an inode in its
+// directory's block group and skips the inodes freed there recently: one
+// directory whose files are created and deleted at a high rate (every file
+// a checkpoint or RocksDB writes passes through staging) makes each create
+// scan past them. Measured on this machine kind, with files created and
+// deleted 2,000 apart: 420 µs per create in one directory, 17 µs in 256.
+// The staging directory also asks ext4 to spread its subdirectories over
+// the block groups (FS_TOPDIR_FL, best effort): 9 µs.
+
+const stagingShards = 256
+
+// fsTopdirFlag is FS_TOPDIR_FL of linux/fs.h (chattr +T).
+const fsTopdirFlag = 0x00020000
 
 func (s *Store) stagingDir() string { return filepath.Join(s.Dir, "staging") }
 
+func stagingShard(id uint64) string { return fmt.Sprintf("%02x", id%stagingShards) }
+
+func stagingName(id uint64) string { return fmt.Sprintf("%016x", id) }
+
 // StagingPath is the path of staging file id.
 func (s *Store) StagingPath(id uint64) string {
-	return filepath.Join(s.stagingDir(), fmt.Sprintf("%016x", id))
+	return filepath.Join(s.stagingDir(), stagingShard(id), stagingName(id))
+}
+
+// makeStagingShards creates the shard directories that are missing, and
+// moves staging files of a store written before there were shards into
+// theirs.
+func (s *Store) makeStagingShards() error {
+	dir := s.stagingDir()
+	if d, err := os.Open(dir); err == nil {
+		if flags, err := unix.IoctlGetUint32(int(d.Fd()), unix.FS_IOC_GETFLAGS); err == nil && flags&fsTopdirFlag == 0 {
+			unix.IoctlSetPointerInt(int(d.Fd()), unix.FS_IOC_SETFLAGS, int(flags|fsTopdirFlag))
+		}
+		d.Close()
+	}
+	made := false
+	for i := range stagingShards {
+		err := os.Mkdir(filepath.Join(dir, stagingShard(uint64(i))), 0o700)
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		made = made || err == nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		id, err := strconv.ParseUint(e.Name(), 16, 64)
+		if err != nil || !e.Type().IsRegular() || e.Name() != stagingName(id) {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), s.StagingPath(id)); err != nil {
+			return err
+		}
+		if err := syncDir(filepath.Dir(s.StagingPath(id))); err != nil {
+			return err
+		}
+		made = true
+	}
+	if made {
+		return syncDir(dir)
+	}
+	return nil
+}
+
+// stagingFile is one entry of a staging shard: a staging file if ok.
+type stagingFile struct {
+	path string
+	id   uint64
+	ok   bool // named after a staging id, in its shard, and a regular file
+	info os.DirEntry
+}
+
+// walkStaging calls fn for every entry of every staging shard, and for
+// anything else in the staging directory (never ok).
+func (s *Store) walkStaging(fn func(stagingFile) error) error {
+	dir := s.stagingDir()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		shard := e.Name()
+		if n, err := strconv.ParseUint(shard, 16, 64); err != nil || !e.IsDir() || shard != stagingShard(n) {
+			if err := fn(stagingFile{path: filepath.Join(dir, shard), info: e}); err != nil {
+				return err
+			}
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(dir, shard))
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			id, err := strconv.ParseUint(f.Name(), 16, 64)
+			sf := stagingFile{path: filepath.Join(dir, shard, f.Name()), id: id, info: f}
+			sf.ok = err == nil && f.Type().IsRegular() && sf.path == s.StagingPath(id)
+			if err := fn(sf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func syncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // OpenStaging opens staging file id for reading and writing.
@@ -97,14 +209,10 @@ func (s *Store) Materialize(n *index.Inode, size uint64) (uint64, *os.File, erro
 	return id, f, nil
 }
 
-// SyncStagingDir makes the names of the staging files durable.
-func (s *Store) SyncStagingDir() error {
-	d, err := os.Open(s.stagingDir())
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+// SyncStagingName makes the name of the open staging file f durable: it
+// syncs f's shard directory.
+func (s *Store) SyncStagingName(f *os.File) error {
+	return syncDir(filepath.Dir(f.Name()))
 }
 
 // StagingStat describes staging file id.

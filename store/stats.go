@@ -1,8 +1,6 @@
 package store
 
 import (
-	"os"
-
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
 )
@@ -38,15 +36,15 @@ func (s *Store) Stats() (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	entries, err := os.ReadDir(s.stagingDir())
-	if err != nil {
-		return st, err
-	}
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil {
+	err = s.walkStaging(func(f stagingFile) error {
+		if info, err := f.info.Info(); err == nil && f.ok {
 			st.StagingFiles++
 			st.StagingBytes += info.Size()
 		}
+		return nil
+	})
+	if err != nil {
+		return st, err
 	}
 	st.LogicalBytes = st.SealedBytes + st.StagingBytes
 	st.PhysicalBytes = st.ChunkBytes + st.StagingBytes

@@ -76,6 +76,9 @@ func (s *Store) open() error {
 		}
 	}
 	var err error
+	if err := s.makeStagingShards(); err != nil {
+		return fmt.Errorf("staging directory: %w", err)
+	}
 	if s.Index, err = index.Open(filepath.Join(s.Dir, "index")); err != nil {
 		return err
 	}
@@ -186,30 +189,22 @@ func (s *Store) recover() ([]uint64, error) {
 	for _, id := range staleStaging {
 		s.RemoveStaging(id)
 	}
-	entries, err := os.ReadDir(s.stagingDir())
-	if err != nil {
-		return nil, err
-	}
 	var pending []uint64
 	err = s.Index.View(func(tx *index.Tx) error {
-		for _, e := range entries {
-			id, err := strconv.ParseUint(e.Name(), 16, 64)
-			if err == nil {
-				ino, err := tx.StagingInode(id)
+		return s.walkStaging(func(f stagingFile) error {
+			if f.ok {
+				ino, err := tx.StagingInode(f.id)
 				if err == nil {
 					pending = append(pending, ino)
-					continue
+					return nil
 				}
 				if !errors.Is(err, index.ErrNotFound) {
 					return err
 				}
 			}
-			slog.Info("removing unreferenced staging file", "file", e.Name())
-			if err := os.Remove(filepath.Join(s.stagingDir(), e.Name())); err != nil {
-				return err
-			}
-		}
-		return nil
+			slog.Info("removing unreferenced staging file", "file", f.path)
+			return os.RemoveAll(f.path)
+		})
 	})
 	return pending, err
 }

@@ -272,3 +272,34 @@ func TestOpenRecovers(t *testing.T) {
 		t.Errorf("staging files after sealing = %q, want none", files)
 	}
 }
+
+// A store written before staging files had shards keeps its unsealed
+// content: Open moves each staging file into its shard.
+func TestOpenMovesFlatStagingIntoShards(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, _ := open(t, dir)
+	ino, id := addContent(t, s, "old", []byte("written by an older statefs"))
+	shardPath := s.StagingPath(id)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	flat := filepath.Join(dir, "staging", filepath.Base(shardPath))
+	if err := os.Rename(shardPath, flat); err != nil {
+		t.Fatal(err)
+	}
+
+	s, pending := open(t, dir)
+	defer s.Close()
+	if !slices.Equal(pending, []uint64{ino}) {
+		t.Errorf("pending = %v, want [%d]", pending, ino)
+	}
+	if b, err := os.ReadFile(shardPath); err != nil || string(b) != "written by an older statefs" {
+		t.Errorf("staging file in its shard: %q, %v", b, err)
+	}
+	if _, err := os.Stat(flat); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the flat staging file is still there: %v", err)
+	}
+	if got := stagingFiles(t, s); !slices.Equal(got, []string{filepath.Base(shardPath)}) {
+		t.Errorf("staging files = %q", got)
+	}
+}

@@ -162,15 +162,19 @@ func chunkFiles(t *testing.T, s *store.Store) []string {
 	return files
 }
 
+// stagingFiles lists the names of the files in the store's staging
+// directory and its shards.
 func stagingFiles(t *testing.T, s *store.Store) []string {
 	t.Helper()
-	es, err := os.ReadDir(filepath.Join(s.Dir, "staging"))
+	var names []string
+	err := filepath.WalkDir(filepath.Join(s.Dir, "staging"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, d.Name())
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range es {
-		names = append(names, e.Name())
 	}
 	return names
 }

@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -97,7 +98,7 @@ func TestFsckCleanStore(t *testing.T) {
 	put(t, m.Path("c/b/unsealed"), big)
 	put(t, m.Path(fsckSti, "db/LOG"), []byte("log"))
 	m.Unmount()
-	if n := len(dirNames(t, filepath.Join(m.Store, "staging"))); n == 0 {
+	if n := len(stagingNames(t, m.Store)); n == 0 {
 		t.Error("the store has no staging file: the test no longer covers unsealed files")
 	}
 
@@ -117,23 +118,26 @@ func TestFsckCleanStore(t *testing.T) {
 func waitSealed(t *testing.T, m *Mount) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(dirNames(t, filepath.Join(m.Store, "staging"))) > 0 {
+	for len(stagingNames(t, m.Store)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("files still unsealed after 10s: %v", dirNames(t, filepath.Join(m.Store, "staging")))
+			t.Fatalf("files still unsealed after 10s: %v", stagingNames(t, m.Store))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-func dirNames(t *testing.T, dir string) []string {
+// stagingNames lists the files in the staging shards of store.
+func stagingNames(t *testing.T, store string) []string {
 	t.Helper()
-	es, err := os.ReadDir(dir)
+	var names []string
+	err := filepath.WalkDir(filepath.Join(store, "staging"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, d.Name())
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range es {
-		names = append(names, e.Name())
 	}
 	return names
 }
