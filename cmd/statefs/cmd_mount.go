@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,6 +35,7 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "passthrough", Value: true, Usage: "let the kernel read and write open files directly (FUSE passthrough)"},
 			&cli.IntFlag{Name: "sealers", Value: 1, Usage: "files sealed at once"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
+			&cli.StringFlag{Name: "pprof", Usage: "serve Go's profiler (net/http/pprof) on `ADDR`, e.g. localhost:6060"},
 			&cli.StringFlag{Name: "rules", Usage: "a rules `FILE` saying who owns which paths (default: Flink's layout)"},
 			&cli.DurationFlag{Name: "gc-interval", Usage: "run the collector this often (0: never; statefs gc runs it on demand)"},
 			&cli.DurationFlag{Name: "gc-grace", Value: 10 * time.Minute, Usage: "how long gone must hold before the periodic collector removes state"},
@@ -78,6 +82,13 @@ func runMount(c *cli.Context) error {
 		if rules, err = manifest.LoadRules(path); err != nil {
 			return err
 		}
+	}
+	if addr := c.String("pprof"); addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("--pprof: %w", err)
+		}
+		go http.Serve(ln, nil) // net/http/pprof registers on the default mux
 	}
 	s, pending, err := store.Open(c.String("store"))
 	if err != nil {
