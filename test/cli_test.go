@@ -150,6 +150,15 @@ func TestCLIMountRefusesBadInput(t *testing.T) {
 				requireDirNames(t, base, "mnt")
 			}
 		}},
+		{"memory limit not a size", func(t *testing.T, base string) ([]string, []string, func(*testing.T)) {
+			mnt := mkdir(t, base, "mnt")
+			store := filepath.Join(base, "store")
+			return []string{"mount", "--store", store, "--memory-limit", "lots", mnt}, []string{"--memory-limit", "lots"}, func(t *testing.T) {
+				requireNotMounted(t, mnt)
+				requireAbsent(t, store)
+				requireDirNames(t, mnt)
+			}
+		}},
 		{"store parent missing", func(t *testing.T, base string) ([]string, []string, func(*testing.T)) {
 			mnt := mkdir(t, base, "mnt")
 			parent := filepath.Join(base, "no-such-dir")

@@ -11,9 +11,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/urfave/cli/v2"
 
@@ -36,6 +38,7 @@ func mountCommand() *cli.Command {
 			&cli.IntFlag{Name: "sealers", Value: 1, Usage: "files sealed at once"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 			&cli.StringFlag{Name: "pprof", Usage: "serve Go's profiler (net/http/pprof) on `ADDR`, e.g. localhost:6060"},
+			&cli.StringFlag{Name: "memory-limit", Value: "200MiB", Usage: "the heap `SIZE` the Go runtime collects garbage to stay under (a soft limit; 0: none; GOMEMLIMIT wins)"},
 			&cli.StringFlag{Name: "rules", Usage: "a rules `FILE` saying who owns which paths (default: Flink's layout)"},
 			&cli.DurationFlag{Name: "gc-interval", Usage: "run the collector this often (0: never; statefs gc runs it on demand)"},
 			&cli.DurationFlag{Name: "gc-grace", Value: 10 * time.Minute, Usage: "how long gone must hold before the periodic collector removes state"},
@@ -64,6 +67,10 @@ func runMount(c *cli.Context) error {
 	if p := c.Float64("hold-min-free"); p < 0 || p > 100 {
 		return fmt.Errorf("%w: --hold-min-free is a percentage between 0 and 100, not %v", errUsage, p)
 	}
+	limit, err := humanize.ParseBytes(c.String("memory-limit"))
+	if err != nil {
+		return fmt.Errorf("%w: --memory-limit %q is not a size such as 200MiB", errUsage, c.String("memory-limit"))
+	}
 	mnt, err := filepath.Abs(c.Args().First())
 	if err != nil {
 		return err
@@ -82,6 +89,13 @@ func runMount(c *cli.Context) error {
 		if rules, err = manifest.LoadRules(path); err != nil {
 			return err
 		}
+	}
+	// Without a limit the heap grows to twice what is live before a
+	// collection, and badger's flushes and compactions make what is live
+	// jump: 340-380 MiB peak RSS creating 30,000 files, 220 MiB with a limit
+	// of 200 MiB, in the same time.
+	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(limit))
 	}
 	if addr := c.String("pprof"); addr != "" {
 		ln, err := net.Listen("tcp", addr)
