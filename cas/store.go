@@ -308,11 +308,31 @@ func (s *Store) Remove(h Hash) error {
 	return nil
 }
 
+// Hashes calls fn for every chunk on disk, as Walk does, without reading
+// each chunk's size.
+func (s *Store) Hashes(fn func(h Hash) error) error {
+	return s.entries(func(h Hash, _ fs.DirEntry) error { return fn(h) })
+}
+
 // Walk calls fn for every chunk on disk with its size on disk, in no
 // particular order, and stops at the first error fn returns, returning it
 // unchanged. Files that are not chunks (temporary files, foreign names) are
 // skipped. Chunks Put or removed during the walk may or may not be seen.
 func (s *Store) Walk(fn func(h Hash, size int64) error) error {
+	return s.entries(func(h Hash, e fs.DirEntry) error {
+		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed since it was listed
+		}
+		if err != nil {
+			return fmt.Errorf("cas: walk: %w", err)
+		}
+		return fn(h, fi.Size())
+	})
+}
+
+// entries calls fn for every chunk file's directory entry.
+func (s *Store) entries(fn func(h Hash, e fs.DirEntry) error) error {
 	for i := range 256 {
 		sub := filepath.Join(s.dir, fmt.Sprintf("%02x", i))
 		entries, err := os.ReadDir(sub)
@@ -324,14 +344,7 @@ func (s *Store) Walk(fn func(h Hash, size int64) error) error {
 			if err != nil || h[0] != byte(i) || !e.Type().IsRegular() {
 				continue
 			}
-			fi, err := e.Info()
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // removed since ReadDir
-			}
-			if err != nil {
-				return fmt.Errorf("cas: walk: %w", err)
-			}
-			if err := fn(h, fi.Size()); err != nil {
+			if err := fn(h, e); err != nil {
 				return err
 			}
 		}

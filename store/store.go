@@ -37,8 +37,14 @@ type Store struct {
 	Chunks *cas.Store
 	lock   *os.File
 	reader *reader
-	// sweep orders Sweep against seals: seals share it, Sweep holds it alone.
+	// sweep orders Sweep against seals: seals share it, Sweep holds it alone
+	// while it removes chunks.
 	sweep sync.RWMutex
+	// sweeping lets one Sweep run at a time.
+	sweeping sync.Mutex
+	// beforeRemove, set by tests, runs when Sweep has found chunk h still
+	// unreferenced, right before it removes it.
+	beforeRemove func(h cas.Hash)
 }
 
 // Open opens the store in dir, creating it (but not its parent) if it does

@@ -16,47 +16,82 @@ type Swept struct {
 
 // Sweep removes every chunk that no manifest refers to: those whose last
 // reference went (the index's garbage list) and those a crash left behind
-// between writing a chunk and committing its manifest. It runs while no seal
-// is between its first chunk and its commit (DESIGN invariant 3: a seal that
-// found a chunk already stored must not lose it to a sweep that saw it
-// unreferenced); staging files and open readers hold no chunk references,
+// between writing a chunk and committing its manifest.
+//
+// A seal that found a chunk already stored must not lose it to a sweep that
+// saw it unreferenced (DESIGN invariant 3). Seals hold the sweep lock
+// shared from their first chunk to their commit; Sweep finds its candidates
+// without it (the walk of every chunk is the long part, and seals go on
+// meanwhile), then, a batch at a time, takes it alone, asks the index again
+// whether each candidate is unreferenced, and removes those that are: no
+// seal is between a chunk and its commit then, so a reference it took is
+// in the index. Staging files and open readers hold no chunk references,
 // and sealed content is read only through manifests, which hold them.
 func (s *Store) Sweep(dryRun bool) (Swept, error) {
-	s.sweep.Lock()
-	defer s.sweep.Unlock()
-	var doomed []cas.Hash
+	s.sweeping.Lock()
+	defer s.sweeping.Unlock()
+	var candidates []cas.Hash
 	err := s.Index.View(func(tx *index.Tx) error {
-		return s.Chunks.Walk(func(h cas.Hash, size int64) error {
+		return s.Chunks.Hashes(func(h cas.Hash) error {
 			refs, err := tx.ChunkRefs(h)
-			if err != nil || refs > 0 {
-				return err
+			if err == nil && refs == 0 {
+				candidates = append(candidates, h)
 			}
-			doomed = append(doomed, h)
-			return nil
+			return err
 		})
 	})
 	if err != nil {
 		return Swept{}, fmt.Errorf("sweeping chunks: %w", err)
 	}
 	var swept Swept
-	for _, h := range doomed {
-		size, err := s.Chunks.Size(h)
-		if errors.Is(err, cas.ErrNotFound) {
-			continue
+	for len(candidates) > 0 {
+		n := min(len(candidates), sweepBatch)
+		if err := s.sweepBatch(candidates[:n], dryRun, &swept); err != nil {
+			return swept, fmt.Errorf("sweeping chunks: %w", err)
 		}
-		if err != nil {
-			return swept, err
-		}
-		if !dryRun {
-			if err := s.Chunks.Remove(h); err != nil {
-				return swept, err
-			}
-		}
-		swept.Chunks++
-		swept.Bytes += size
+		candidates = candidates[n:]
 	}
 	if !dryRun {
 		err = s.Index.Update(func(tx *index.Tx) error { return tx.ForgetGarbage() })
 	}
 	return swept, err
+}
+
+// sweepBatch is how many chunks Sweep removes while seals wait.
+const sweepBatch = 1024
+
+// sweepBatch removes the candidates that are still unreferenced, with the
+// sweep lock held alone.
+func (s *Store) sweepBatch(candidates []cas.Hash, dryRun bool, swept *Swept) error {
+	s.sweep.Lock()
+	defer s.sweep.Unlock()
+	return s.Index.View(func(tx *index.Tx) error {
+		for _, h := range candidates {
+			refs, err := tx.ChunkRefs(h)
+			if err != nil {
+				return err
+			}
+			if refs > 0 {
+				continue // a seal found it meanwhile
+			}
+			if s.beforeRemove != nil {
+				s.beforeRemove(h)
+			}
+			size, err := s.Chunks.Size(h)
+			if errors.Is(err, cas.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if !dryRun {
+				if err := s.Chunks.Remove(h); err != nil {
+					return err
+				}
+			}
+			swept.Chunks++
+			swept.Bytes += size
+		}
+		return nil
+	})
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
@@ -174,4 +176,63 @@ func manifestOf(s *store.Store, ino uint64) (*manifest.Manifest, error) {
 		return err
 	})
 	return m, err
+}
+
+// The same race, forced: a seal that deduplicates against a chunk starts
+// right when the sweeper has found the chunk unreferenced and is about to
+// remove it. The seal must wait for the sweep, and then store the chunk
+// anew; without the sweep lock it commits a reference to a chunk the
+// sweeper then removes.
+func TestSweepWaitsOutADedupingSeal(t *testing.T) {
+	s := newStore(t)
+	blob := make([]byte, 1<<20)
+	rng := rand.New(rand.NewPCG(3, 3))
+	for i := range blob {
+		blob[i] = byte(rng.Uint32())
+	}
+	if err := sealNew(s, "old", blob); err != nil {
+		t.Fatal(err)
+	}
+	if err := remove(s, "old"); err != nil { // its chunks are garbage now
+		t.Fatal(err)
+	}
+	sealed := make(chan error, 1)
+	once := sync.Once{}
+	store.SetBeforeRemove(s, func(cas.Hash) {
+		once.Do(func() {
+			go func() { sealed <- sealNew(s, "new", blob) }()
+			select {
+			case err := <-sealed: // the seal did not wait for the sweep
+				sealed <- err
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+	})
+	if _, err := s.Sweep(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sealed; err != nil {
+		t.Fatal(err)
+	}
+	var ino uint64
+	var m *manifest.Manifest
+	err := s.Index.View(func(tx *index.Tx) error {
+		d, err := tx.Lookup(index.RootIno, "new")
+		if err != nil {
+			return err
+		}
+		ino = d.Ino
+		m, err = tx.Manifest(ino)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(blob))
+	if _, err := s.ReadAt(ino, m, got, 0); err != nil {
+		t.Fatalf("the sweeper took the chunk of a file sealed meanwhile: %v", err)
+	}
+	if !bytes.Equal(got, blob) {
+		t.Fatal("the file sealed during the sweep reads back other bytes")
+	}
 }

@@ -1,0 +1,7 @@
+package store
+
+import "github.com/statefs/statefs/cas"
+
+// SetBeforeRemove makes Sweep call fn when it has found chunk h still
+// unreferenced, right before it removes it.
+func SetBeforeRemove(s *Store, fn func(h cas.Hash)) { s.beforeRemove = fn }
