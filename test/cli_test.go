@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/statefs/statefs/internal/testenv"
 )
 
 // cliResult is what one run of the statefs binary left behind.
@@ -134,7 +136,7 @@ func requireDirNames(t *testing.T, path string, want ...string) {
 const cliTimeout = 10 * time.Second
 
 func TestCLIMountRefusesBadInput(t *testing.T) {
-	requireFUSE(t)
+	testenv.RequireFUSE(t)
 	tests := []struct {
 		name string
 		// setup prepares base and returns the arguments to `statefs` and
@@ -323,7 +325,7 @@ func TestCLIMountExitsZeroOnSIGTERM(t *testing.T) {
 }
 
 func TestCLIMountExitsZeroOnExternalUmount(t *testing.T) {
-	requireFUSE(t)
+	testenv.RequireFUSE(t)
 	base := t.TempDir()
 	store, mnt := filepath.Join(base, "store"), mkdir(t, base, "mnt")
 	cmd := exec.Command(binary, "mount", "--store", store, mnt)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/statefs/statefs/internal/testenv"
 )
 
 // binary is the statefs executable built once by TestMain.
@@ -34,25 +36,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// requireFUSE skips the test when this machine cannot mount FUSE as root, or
-// fails it when STATEFS_REQUIRE_FUSE=1 says that a skip would hide a failure.
-func requireFUSE(t testing.TB) {
-	t.Helper()
-	reason := ""
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		reason = "no /dev/fuse"
-	} else if os.Geteuid() != 0 {
-		reason = "not root (DirectMount needs CAP_SYS_ADMIN)"
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("STATEFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("FUSE required (STATEFS_REQUIRE_FUSE=1) but unavailable: %s", reason)
-	}
-	t.Skipf("FUSE unavailable: %s", reason)
 }
 
 // Mount is one running `statefs mount` daemon serving Store on Dir.
@@ -77,7 +60,7 @@ func mountFS(t testing.TB, extra ...string) *Mount {
 // mountStore is mountFS with the store at a path of the test's choosing.
 func mountStore(t testing.TB, store string, extra ...string) *Mount {
 	t.Helper()
-	requireFUSE(t)
+	testenv.RequireFUSE(t)
 	m := &Mount{t: t, Store: store, Dir: filepath.Join(t.TempDir(), "mnt"), Args: extra}
 	if err := os.Mkdir(m.Dir, 0o755); err != nil {
 		t.Fatal(err)

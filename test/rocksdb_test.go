@@ -4,30 +4,15 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// requireRocksDBTools skips the test when db_bench or ldb (Debian package
-// rocksdb-tools) is missing, or fails it under STATEFS_REQUIRE_FUSE=1, where
-// `make test` has installed them and a skip would hide a failure.
-func requireRocksDBTools(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"db_bench", "ldb"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			msg := tool + " not found (install the Debian package rocksdb-tools, or run `make test`)"
-			if os.Getenv("STATEFS_REQUIRE_FUSE") == "1" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
-}
+	"github.com/statefs/statefs/internal/testenv"
+)
 
 // rocksTool runs a RocksDB tool and returns its stdout; it fails the test
 // with the tool's output and the daemon's log when the tool fails. A tool
@@ -57,7 +42,7 @@ func rocksTool(t *testing.T, m *Mount, limit time.Duration, name string, args ..
 // (DESIGN invariants 1 and 2).
 func TestRocksDBCheckpointSurvivesKill(t *testing.T) {
 	m := mountFS(t)
-	requireRocksDBTools(t)
+	testenv.RequireRocksDBTools(t)
 
 	db, ckpt := m.Path("db"), m.Path("ckpt")
 	// Small memtables and SST files give many SSTs, flushes and compactions

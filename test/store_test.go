@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/statefs/statefs/internal/testenv"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -91,7 +92,7 @@ func TestStoreCorruptChunkGivesEIO(t *testing.T) {
 // A full disk gives the writer ENOSPC; what was written before stays, the
 // daemon keeps serving, and the store is usable again once space is freed.
 func TestStoreFullDisk(t *testing.T) {
-	requireFUSE(t)
+	testenv.RequireFUSE(t)
 	disk := t.TempDir()
 	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, "size=160m"); err != nil {
 		t.Fatalf("mounting a small tmpfs for the store: %v", err)

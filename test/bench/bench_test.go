@@ -8,18 +8,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/statefs/statefs/internal/testenv"
 )
 
 // TestSmokeRun runs every workload once at tiny sizes and checks that the
 // JSON holds each of them with a positive number for every target it
 // measures: a workload that silently measured nothing fails it.
 func TestSmokeRun(t *testing.T) {
-	requireFUSE(t)
-	requireRocksDBTools(t)
+	testenv.RequireFUSE(t)
+	testenv.RequireRocksDBTools(t)
 	repo, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -118,40 +119,6 @@ type testLog struct{ t *testing.T }
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// requireFUSE skips the test unless it runs as root with /dev/fuse, or
-// fails it when STATEFS_REQUIRE_FUSE=1 says a skip would hide a failure.
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	reason := ""
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		reason = "no /dev/fuse"
-	} else if os.Geteuid() != 0 {
-		reason = "not root (mounting and dropping caches need it)"
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("STATEFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("FUSE required (STATEFS_REQUIRE_FUSE=1) but unavailable: %s", reason)
-	}
-	t.Skipf("FUSE unavailable: %s", reason)
-}
-
-// requireRocksDBTools skips the test without db_bench and ldb, or fails it
-// under STATEFS_REQUIRE_FUSE=1, where `make test` has installed them.
-func requireRocksDBTools(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"db_bench", "ldb"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			msg := tool + " not found (install the Debian package rocksdb-tools, or run `make test`)"
-			if os.Getenv("STATEFS_REQUIRE_FUSE") == "1" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
 }
 
 // TestIncompleteCatchesEmptyResults checks the smoke test's own check: a

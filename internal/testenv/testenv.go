@@ -1,0 +1,45 @@
+// Package testenv says whether this machine can run the tests that mount
+// statefs for real: each check skips the test with the reason, or fails it
+// when STATEFS_REQUIRE_FUSE=1 (set by CI) says a skip would hide a failure.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// RequireFUSE needs /dev/fuse and root (DirectMount needs CAP_SYS_ADMIN).
+func RequireFUSE(t testing.TB) {
+	t.Helper()
+	switch {
+	case !exists("/dev/fuse"):
+		unavailable(t, "FUSE unavailable: no /dev/fuse")
+	case os.Geteuid() != 0:
+		unavailable(t, "FUSE unavailable: not root (DirectMount needs CAP_SYS_ADMIN)")
+	}
+}
+
+// RequireRocksDBTools needs db_bench and ldb (Debian's rocksdb-tools, which
+// `make test` installs).
+func RequireRocksDBTools(t testing.TB) {
+	t.Helper()
+	for _, tool := range []string{"db_bench", "ldb"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			unavailable(t, tool+" not found (install the Debian package rocksdb-tools, or run `make test`)")
+		}
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func unavailable(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv("STATEFS_REQUIRE_FUSE") == "1" {
+		t.Fatalf("required (STATEFS_REQUIRE_FUSE=1) but unavailable: %s", reason)
+	}
+	t.Skip(reason)
+}
