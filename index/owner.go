@@ -160,10 +160,18 @@ func (tx *Tx) Reown(ino uint64, path string, rules *manifest.Rules) error {
 	if err != nil {
 		return fmt.Errorf("reowning %s: %w", path, err)
 	}
-	return tx.reown(n, parent.Owner, path, rules)
+	return tx.reown(n, parent.Owner, unknownOwner, path, rules)
 }
 
-func (tx *Tx) reown(n *Inode, parentOwner uint64, path string, rules *manifest.Rules) error {
+// unknownOwner is no owner's number: the parent ino had before the move.
+const unknownOwner = ^uint64(0)
+
+// reown gives n, named path, and its subtree their owners. parentOwner is
+// the owner n's parent has now, oldParentOwner the one it had: where
+// neither n's owner nor its parent's changed, its root records stand as
+// they were, and nothing is written (a tree put back where it was writes
+// nothing but its top).
+func (tx *Tx) reown(n *Inode, parentOwner, oldParentOwner uint64, path string, rules *manifest.Rules) error {
 	id, err := tx.OwnerID(rules.Owner(path))
 	if err != nil {
 		return err
@@ -175,8 +183,10 @@ func (tx *Tx) reown(n *Inode, parentOwner uint64, path string, rules *manifest.R
 			return err
 		}
 	}
-	if err := tx.indexRoot(n, parentOwner, old); err != nil {
-		return err
+	if id != old || parentOwner != oldParentOwner {
+		if err := tx.indexRoot(n, parentOwner, old); err != nil {
+			return err
+		}
 	}
 	if !n.IsDir() {
 		return nil
@@ -190,7 +200,7 @@ func (tx *Tx) reown(n *Inode, parentOwner uint64, path string, rules *manifest.R
 		if err != nil {
 			return err
 		}
-		if err := tx.reown(c, n.Owner, path+"/"+d.Name, rules); err != nil {
+		if err := tx.reown(c, n.Owner, old, path+"/"+d.Name, rules); err != nil {
 			return err
 		}
 	}
