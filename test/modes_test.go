@@ -1,10 +1,14 @@
 package test
 
 import (
+	"fmt"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // The kernel serves an inode either through passthrough or through its page
@@ -48,4 +52,31 @@ func TestOpenModesMix(t *testing.T) {
 	require.NoError(t, r3.Close())
 	waitAllSealed(t, m)
 	requireContent(t, p, data)
+}
+
+// The mount reads ahead 4 MiB by default and what --read-ahead says
+// otherwise, instead of FUSE's 128 KiB.
+func TestMountSetsReadAhead(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "4096"},
+		{[]string{"--read-ahead", "1MiB"}, "1024"},
+	} {
+		m := mountFS(t, tc.args...)
+		var st syscall.Stat_t
+		if err := syscall.Stat(m.Dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(b)); got != tc.want {
+			t.Errorf("mount %v: %s = %s, want %s", tc.args, path, got, tc.want)
+		}
+		m.Unmount()
+	}
 }

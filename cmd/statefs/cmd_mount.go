@@ -38,6 +38,7 @@ func mountCommand() *cli.Command {
 			&cli.IntFlag{Name: "sealers", Value: 1, Usage: "files sealed at once"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 			&cli.StringFlag{Name: "pprof", Usage: "serve Go's profiler (net/http/pprof) on `ADDR`, e.g. localhost:6060"},
+			&cli.StringFlag{Name: "read-ahead", Value: "4MiB", Usage: "how far the kernel reads ahead of a sequential reader (`SIZE`; 0: the kernel's default)"},
 			&cli.StringFlag{Name: "memory-limit", Value: "200MiB", Usage: "the heap `SIZE` the Go runtime collects garbage to stay under (a soft limit; 0: none; GOMEMLIMIT wins)"},
 			&cli.StringFlag{Name: "rules", Usage: "a rules `FILE` saying who owns which paths (default: Flink's layout)"},
 			&cli.DurationFlag{Name: "gc-interval", Usage: "run the collector this often (0: never; statefs gc runs it on demand)"},
@@ -70,6 +71,10 @@ func runMount(c *cli.Context) error {
 	limit, err := humanize.ParseBytes(c.String("memory-limit"))
 	if err != nil {
 		return fmt.Errorf("%w: --memory-limit %q is not a size such as 200MiB", errUsage, c.String("memory-limit"))
+	}
+	readAhead, err := humanize.ParseBytes(c.String("read-ahead"))
+	if err != nil {
+		return fmt.Errorf("%w: --read-ahead %q is not a size such as 4MiB", errUsage, c.String("read-ahead"))
 	}
 	mnt, err := filepath.Abs(c.Args().First())
 	if err != nil {
@@ -125,6 +130,11 @@ func runMount(c *cli.Context) error {
 	if err != nil {
 		fsys.Shutdown()
 		return fmt.Errorf("mounting %s: %w", mnt, err)
+	}
+	if readAhead > 0 {
+		if err := fs.SetReadAhead(mnt, readAhead); err != nil {
+			slog.Warn("could not set the mount's read-ahead; the kernel's default stays", "err", err)
+		}
 	}
 	ctl := &control.Server{Store: s, FS: fsys, Mountpoint: mnt}
 	if err := ctl.Listen(); err != nil {
