@@ -122,7 +122,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	if err != nil {
 		return nil, errno(err)
 	}
-	return n.newEntry(ctx, rec, out)
+	return n.newChild(ctx, rec, out), 0 // loadAttr filled out already
 }
 
 func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
