@@ -14,39 +14,16 @@ import (
 // reader asks for one chunk in many kernel-sized pieces.
 const chunkCacheEntries = 16
 
-// prefetches bounds the chunks loaded ahead of sequential readers at once.
-const prefetches = 2
-
 // reader serves reads of sealed content from verified chunks.
 type reader struct {
-	chunks   *cas.Store
-	cache    *lru.Cache[cas.Hash, []byte]
-	loads    singleflight.Group
-	fetching chan struct{} // a slot per prefetch under way
+	chunks *cas.Store
+	cache  *lru.Cache[cas.Hash, []byte]
+	loads  singleflight.Group
 }
 
 func newReader(chunks *cas.Store) *reader {
 	cache, _ := lru.New[cas.Hash, []byte](chunkCacheEntries)
-	return &reader{chunks: chunks, cache: cache, fetching: make(chan struct{}, prefetches)}
-}
-
-// prefetch loads chunk h in the background, unless it is cached or every
-// prefetch slot is busy: a reader that reached the second half of a chunk
-// will most likely want the next one, and reading, verifying and
-// decompressing it meanwhile overlaps with the kernel copying this one.
-func (r *reader) prefetch(h cas.Hash) {
-	if r.cache.Contains(h) {
-		return
-	}
-	select {
-	case r.fetching <- struct{}{}:
-	default:
-		return
-	}
-	go func() {
-		defer func() { <-r.fetching }()
-		r.chunk(h) // an error is the real read's to report
-	}()
+	return &reader{chunks: chunks, cache: cache}
 }
 
 // chunk returns the verified bytes of chunk h; concurrent callers for the
@@ -103,9 +80,6 @@ func (s *Store) ReadAt(ino uint64, m *manifest.Manifest, dst []byte, off int64) 
 				ino, e.Off, cas.ErrCorrupt, e.Hash, len(b), e.Len)
 		}
 		pos += uint64(copy(dst[pos-uint64(off):], b[pos-e.Off:]))
-		if pos == end && pos >= e.Off+uint64(e.Len/2) && i+1 < len(m.Extents) {
-			s.reader.prefetch(m.Extents[i+1].Hash)
-		}
 	}
 	return n, nil
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/manifest"
@@ -141,38 +140,5 @@ func TestReadAtManifest(t *testing.T) {
 	// A negative offset reads nothing.
 	if n, err := s.ReadAt(1, m, make([]byte, 10), -5); n != 0 || err != nil {
 		t.Errorf("ReadAt at -5 = %d, %v", n, err)
-	}
-}
-
-// A reader in the second half of a chunk gets the next one loaded ahead;
-// one in the first half does not.
-func TestReadPrefetchesTheNextChunk(t *testing.T) {
-	s := newStore(t)
-	ino, _ := addContent(t, s, "f", random(8<<20, 5))
-	m := seal(t, s, ino)
-	if len(m.Extents) < 3 {
-		t.Fatalf("%d extents; the test needs 3", len(m.Extents))
-	}
-	e0, e1, e2 := m.Extents[0], m.Extents[1], m.Extents[2]
-	buf := make([]byte, 4096)
-	if _, err := s.ReadAt(ino, m, buf, int64(e0.Off)); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if store.ChunkCached(s, e1.Hash) {
-		t.Error("a read at the start of chunk 0 loaded chunk 1")
-	}
-	if _, err := s.ReadAt(ino, m, buf, int64(e0.Off)+int64(e0.Len)-4096); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !store.ChunkCached(s, e1.Hash) {
-		if time.Now().After(deadline) {
-			t.Fatal("chunk 1 was not loaded ahead of a reader at the end of chunk 0")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if store.ChunkCached(s, e2.Hash) {
-		t.Error("chunk 2 was loaded too")
 	}
 }
