@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -38,45 +39,39 @@ func (d *heldDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 	return 0
 }
 
-// holds lists the held trees' names and inodes.
-func (d *heldDir) holds() ([]index.Dirent, error) {
-	var es []index.Dirent
+// heldIno is the held directory of the attic; 0 while nothing was held.
+func (d *heldDir) heldIno() (uint64, error) {
+	var ino uint64
 	err := d.fs.store.Index.View(func(tx *index.Tx) error {
 		held, err := tx.Attic(index.AtticHeld, false)
-		if err != nil {
-			return err
+		if err == nil {
+			ino = held.Ino
 		}
-		return tx.ReadDir(held.Ino, func(e index.Dirent) bool { es = append(es, e); return true })
+		return err
 	})
-	if err == index.ErrNotFound {
+	if errors.Is(err, index.ErrNotFound) {
 		err = nil
 	}
-	return es, err
+	return ino, err
 }
 
 func (d *heldDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	es, err := d.holds()
+	held, err := d.heldIno()
 	if err != nil {
 		return nil, errno(err)
 	}
-	list := []fuse.DirEntry{{Name: ".", Ino: heldDirIno, Mode: syscall.S_IFDIR}, {Name: "..", Ino: statusDirIno, Mode: syscall.S_IFDIR}}
-	for _, e := range es {
-		list = append(list, fuse.DirEntry{Name: e.Name, Ino: heldViewIno(e.Ino), Mode: e.Mode})
-	}
-	return gofs.NewListDirStream(list), 0
+	return d.fs.heldListing(held, heldDirIno, statusDirIno)
 }
 
 func (d *heldDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	es, err := d.holds()
+	held, err := d.heldIno()
 	if err != nil {
 		return nil, errno(err)
 	}
-	for _, e := range es {
-		if e.Name == name {
-			return newHeldNode(ctx, &d.Inode, d.fs, e.Ino, out)
-		}
+	if held == 0 {
+		return nil, syscall.ENOENT
 	}
-	return nil, syscall.ENOENT
+	return d.fs.lookupHeld(ctx, &d.Inode, held, name, out)
 }
 
 // heldNode is a file, directory or symlink of a held tree, seen through
@@ -115,38 +110,54 @@ func (n *heldNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 }
 
 func (n *heldNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	var ino uint64
-	err := n.fs.store.Index.View(func(tx *index.Tx) error {
-		d, err := tx.Lookup(n.ino, name)
-		ino = d.Ino
-		return err
-	})
-	if err != nil {
-		return nil, errno(err)
-	}
-	return newHeldNode(ctx, &n.Inode, n.fs, ino, out)
+	return n.fs.lookupHeld(ctx, &n.Inode, n.ino, name, out)
 }
 
 func (n *heldNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	es, err := n.fs.readDir(n.ino)
-	if err != nil {
-		return nil, errno(err)
-	}
-	list := []fuse.DirEntry{{Name: ".", Ino: heldViewIno(n.ino), Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
-	for _, e := range es {
-		list = append(list, fuse.DirEntry{Name: e.Name, Ino: heldViewIno(e.Ino), Mode: e.Mode})
-	}
-	return gofs.NewListDirStream(list), 0
+	return n.fs.heldListing(n.ino, heldViewIno(n.ino), 0)
 }
 
 func (n *heldNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	var target string
 	err := n.fs.store.Index.View(func(tx *index.Tx) error {
 		rec, err := tx.Inode(n.ino)
-		target = rec.Target
+		if err == nil {
+			target = rec.Target
+		}
 		return err
 	})
 	return []byte(target), errno(err)
+}
+
+// lookupHeld finds name in held directory dir (an index inode; 0 for none)
+// and returns its view node under parent.
+func (f *FS) lookupHeld(ctx context.Context, parent *gofs.Inode, dir uint64, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	var ino uint64
+	err := f.store.Index.View(func(tx *index.Tx) error {
+		d, err := tx.Lookup(dir, name)
+		ino = d.Ino
+		return err
+	})
+	if err != nil {
+		return nil, errno(err)
+	}
+	return newHeldNode(ctx, parent, f, ino, out)
+}
+
+// heldListing lists held directory dir (an index inode; 0 for none) as
+// the view shows it: its entries under their view inode numbers.
+func (f *FS) heldListing(dir, self, parent uint64) (gofs.DirStream, syscall.Errno) {
+	list := []fuse.DirEntry{{Name: ".", Ino: self, Mode: syscall.S_IFDIR}, {Name: "..", Ino: parent, Mode: syscall.S_IFDIR}}
+	if dir != 0 {
+		es, err := f.readDir(dir)
+		if err != nil {
+			return nil, errno(err)
+		}
+		for _, e := range es {
+			list = append(list, fuse.DirEntry{Name: e.Name, Ino: heldViewIno(e.Ino), Mode: e.Mode})
+		}
+	}
+	return gofs.NewListDirStream(list), 0
 }
 
 // Open opens a held file for reading, as the executor's tree would, but

@@ -51,11 +51,13 @@ func holdLevel(l manifest.Level) bool {
 	return l == manifest.LevelAllocation || l == manifest.LevelJobInAllocation || l == manifest.LevelSubtask
 }
 
-// pends reports whether removing the entry d is held back: deletes are
-// held, the entry is in a job's local state, and the job is not gone.
-func (f *FS) pends(tx *index.Tx, d index.Dirent) (bool, error) {
-	if !f.opts.Hold.Enabled {
-		return false, nil
+// pends reports whether removing name from directory parent, as rmdir
+// (dir) or unlink, is held back: deletes are held, name is of the kind the
+// call removes, it is in a job's local state, and the job is not gone.
+func (f *FS) pends(tx *index.Tx, parent uint64, name string, dir bool) (bool, error) {
+	d, err := tx.Lookup(parent, name)
+	if err != nil || (d.Mode&syscall.S_IFMT == syscall.S_IFDIR) != dir {
+		return false, err // the removal itself gives the error
 	}
 	rec, err := tx.Inode(d.Ino)
 	if err != nil {
@@ -80,24 +82,19 @@ func (n *node) removeName(name string, dir bool) (*index.Inode, error) {
 	for {
 		var victim *index.Inode
 		pended := false
-		err := n.fs.store.Index.Update(func(tx *index.Tx) error {
-			d, err := tx.Lookup(n.ino(), name)
-			if err != nil {
-				return err
-			}
-			if isDir := d.Mode&syscall.S_IFMT == syscall.S_IFDIR; hold && isDir == dir {
-				if pended, err = n.fs.pends(tx, d); err != nil {
+		err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
+			if hold {
+				if pended, err = n.fs.pends(tx, n.ino(), name, dir); err != nil || pended {
+					if pended {
+						victim, err = tx.Pend(n.ino(), name, n.Path(nil))
+					}
 					return err
 				}
 			}
-			switch {
-			case pended:
-				victim, err = tx.Pend(n.ino(), name, n.Path(nil))
-			case dir:
-				err = tx.Rmdir(n.ino(), name)
-			default:
-				victim, err = tx.Unlink(n.ino(), name)
+			if dir {
+				return tx.Rmdir(n.ino(), name)
 			}
+			victim, err = tx.Unlink(n.ino(), name)
 			return err
 		})
 		if pended && err != nil && !errors.Is(err, index.ErrNotEmpty) && !errors.Is(err, index.ErrNotFound) {
