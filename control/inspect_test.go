@@ -5,17 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"path"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
-	"github.com/statefs/statefs/store"
+	"github.com/statefs/statefs/internal/storetest"
 )
 
 const (
@@ -31,22 +27,10 @@ func chk(job string) string {
 }
 
 // fixture builds a store's namespace through the index as the fs layer
-// would: owners from FlinkRules, content staged and sealed into chunks.
-type fixture struct {
-	t *testing.T
-	s *store.Store
-}
+// would (storetest).
+type fixture struct{ *storetest.Fixture }
 
-func newFixture(t *testing.T) *fixture {
-	t.Helper()
-	t.Parallel()
-	s, _, err := store.Open(filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return &fixture{t: t, s: s}
-}
+func newFixture(t *testing.T) *fixture { return &fixture{storetest.New(t)} }
 
 // random is n bytes that do not compress, the same for the same seed.
 func random(n int, seed uint64) []byte {
@@ -55,138 +39,27 @@ func random(n int, seed uint64) []byte {
 	return b
 }
 
-// mkdirAll creates the directories of p that do not exist.
-func (f *fixture) mkdirAll(p string) uint64 {
-	f.t.Helper()
-	ino := uint64(index.RootIno)
-	if p == "." {
-		return ino
-	}
-	for i, name := range strings.Split(p, "/") {
-		d, err := f.lookup(ino, name)
-		if errors.Is(err, index.ErrNotFound) {
-			ino = f.create(strings.Join(strings.Split(p, "/")[:i+1], "/"), ino, syscall.S_IFDIR|0o755, 0)
-			continue
-		}
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		ino = d.Ino
-	}
-	return ino
-}
-
-func (f *fixture) lookup(dir uint64, name string) (d index.Dirent, err error) {
-	err = f.s.Index.View(func(tx *index.Tx) error { d, err = tx.Lookup(dir, name); return err })
-	return d, err
-}
-
-// create adds an inode of mode named p in directory parent.
-func (f *fixture) create(p string, parent uint64, mode uint32, staging uint64) uint64 {
-	f.t.Helper()
-	ino, err := f.s.Index.NewIno()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	owner := manifest.FlinkRules().Owner(p)
-	now := index.Now()
-	err = f.s.Index.Update(func(tx *index.Tx) (err error) {
-		n := &index.Inode{Ino: ino, Mode: mode, Atime: now, Mtime: now, Ctime: now, Btime: now}
-		if n.Owner, err = tx.OwnerID(owner); err != nil {
-			return err
-		}
-		if err := tx.Create(parent, path.Base(p), n); err != nil {
-			return err
-		}
-		if staging != 0 {
-			if _, err := tx.SetStaging(n, staging); err != nil {
-				return err
-			}
-		}
-		return tx.NoteWrite(owner, now)
-	})
-	if err != nil {
-		f.t.Fatalf("creating %s: %v", p, err)
-	}
-	return ino
-}
-
-// write creates the file p with data at offset off (a hole before it),
-// sealed if seal is set.
-func (f *fixture) write(p string, data []byte, off int64, seal bool) uint64 {
-	f.t.Helper()
-	id, file, err := f.s.NewStaging()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := file.WriteAt(data, off); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := file.Close(); err != nil {
-		f.t.Fatal(err)
-	}
-	ino := f.create(p, f.mkdirAll(path.Dir(p)), syscall.S_IFREG|0o644, id)
-	if !seal {
-		return ino
-	}
-	x, err := f.s.Seal(ino)
-	if err != nil || x == nil {
-		f.t.Fatalf("Seal(%s) = %v, %v", p, x, err)
-	}
-	if err := f.s.CommitSeal(x); err != nil {
-		f.t.Fatalf("CommitSeal(%s): %v", p, err)
-	}
-	return ino
-}
-
-func (f *fixture) link(p string, ino uint64) {
-	f.t.Helper()
-	parent := f.mkdirAll(path.Dir(p))
-	err := f.s.Index.Update(func(tx *index.Tx) error { _, err := tx.Link(parent, path.Base(p), ino); return err })
-	if err != nil {
-		f.t.Fatalf("linking %s: %v", p, err)
-	}
-}
-
-// remove unlinks the file p and reaps it when that was its last name, as
-// the collector does.
-func (f *fixture) remove(p string) {
-	f.t.Helper()
-	parent := f.mkdirAll(path.Dir(p))
-	err := f.s.Index.Update(func(tx *index.Tx) error {
-		n, err := tx.Unlink(parent, path.Base(p))
-		if err != nil || n.Nlink > 0 {
-			return err
-		}
-		_, err = tx.Reap(n.Ino)
-		return err
-	})
-	if err != nil {
-		f.t.Fatalf("removing %s: %v", p, err)
-	}
-}
-
 func (f *fixture) inspect(p string) *control.Inspection {
-	f.t.Helper()
-	in, err := control.Inspect(f.s, p)
+	f.T.Helper()
+	in, err := control.Inspect(f.S, p)
 	if err != nil {
-		f.t.Fatalf("Inspect(%s): %v", p, err)
+		f.T.Fatalf("Inspect(%s): %v", p, err)
 	}
 	return in
 }
 
 func (f *fixture) du(by control.Grouping) *control.DiskUsage {
-	f.t.Helper()
-	du, err := control.DU(f.s, by)
+	f.T.Helper()
+	du, err := control.DU(f.S, by)
 	if err != nil {
-		f.t.Fatalf("DU(%s): %v", by, err)
+		f.T.Fatalf("DU(%s): %v", by, err)
 	}
 	return du
 }
 
 // diskBytes sums the on-disk sizes of the distinct chunks of in's extents.
 func (f *fixture) diskBytes(in *control.Inspection) int64 {
-	f.t.Helper()
+	f.T.Helper()
 	var sum int64
 	seen := map[string]bool{}
 	for _, e := range in.Extents {
@@ -196,11 +69,11 @@ func (f *fixture) diskBytes(in *control.Inspection) int64 {
 		seen[e.Chunk] = true
 		h, err := cas.ParseHash(e.Chunk)
 		if err != nil {
-			f.t.Fatal(err)
+			f.T.Fatal(err)
 		}
-		size, err := f.s.Chunks.Size(h)
+		size, err := f.S.Chunks.Size(h)
 		if err != nil {
-			f.t.Fatal(err)
+			f.T.Fatal(err)
 		}
 		sum += size
 	}
@@ -236,14 +109,14 @@ var (
 func buildStore(t *testing.T) *fixture {
 	f := newFixture(t)
 	shared := random(sharedSize, 1)
-	f.write(sharedA, shared, 0, true)
-	f.write(sharedB, shared, 0, true)
-	f.link(linkA, f.write(uniqueA, random(uniqueSize, 2), 0, true))
-	f.write(sparseA, random(600<<10, 3), 4<<20, true)
-	f.write(stageA, random(stageSize, 4), 0, false)
-	f.write(inlineA, random(inlineSize, 5), 0, true)
-	f.write(execF, random(execSize, 6), 0, true)
-	f.write(rootF, random(rootSize, 7), 0, true)
+	f.Write(sharedA, shared, 0, true)
+	f.Write(sharedB, shared, 0, true)
+	f.Link(linkA, f.Write(uniqueA, random(uniqueSize, 2), 0, true))
+	f.Write(sparseA, random(600<<10, 3), 4<<20, true)
+	f.Write(stageA, random(stageSize, 4), 0, false)
+	f.Write(inlineA, random(inlineSize, 5), 0, true)
+	f.Write(execF, random(execSize, 6), 0, true)
+	f.Write(rootF, random(rootSize, 7), 0, true)
 	return f
 }
 
@@ -366,7 +239,7 @@ func TestInspectRefuses(t *testing.T) {
 		{rootF + "/x", "not a directory", index.ErrNotDir},
 		{".statefs/stats.json", "not found", index.ErrNotFound}, // the daemon's, not the store's
 	} {
-		_, err := control.Inspect(f.s, c.path)
+		_, err := control.Inspect(f.S, c.path)
 		if err == nil || !strings.Contains(err.Error(), c.says) || (c.is != nil && !errors.Is(err, c.is)) {
 			t.Errorf("Inspect(%q) = %v, want an error saying %q", c.path, err, c.says)
 		}
@@ -385,7 +258,7 @@ func TestDU(t *testing.T) {
 		*x.in = f.inspect(x.p)
 	}
 	sharedDisk := f.diskBytes(shared)
-	stats, err := f.s.Stats()
+	stats, err := f.S.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,9 +313,9 @@ func TestDU(t *testing.T) {
 
 	// Removing B's copy leaves A the only user of the shared chunks; removing
 	// the unique file (both names) leaves its chunks unreferenced.
-	f.remove(sharedB)
-	f.remove(linkA)
-	f.remove(uniqueA)
+	f.Remove(sharedB)
+	f.Remove(linkA)
+	f.Remove(uniqueA)
 	after := f.du(control.ByJob)
 	if len(after.Groups) != 3 || after.Groups[0].PhysicalBytes != f.diskBytes(sparse)+stageSize+sharedDisk {
 		t.Errorf("after removing B's copy: %+v; want A alone paying the %d shared bytes", after.Groups, sharedDisk)
@@ -456,7 +329,7 @@ func TestDU(t *testing.T) {
 		t.Errorf("%s after its copy went: sharing %+v, want all %d bytes unique", sharedA, *s, sharedSize)
 	}
 
-	if _, err := control.DU(f.s, "vertex"); err == nil || !strings.Contains(err.Error(), "vertex") {
+	if _, err := control.DU(f.S, "vertex"); err == nil || !strings.Contains(err.Error(), "vertex") {
 		t.Errorf(`DU(by "vertex") = %v, want an error naming it`, err)
 	}
 }
@@ -464,12 +337,12 @@ func TestDU(t *testing.T) {
 // The daemon's socket answers with what the functions compute offline.
 func TestInspectThroughDaemon(t *testing.T) {
 	f := buildStore(t)
-	srv := &control.Server{Store: f.s}
+	srv := &control.Server{Store: f.S}
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	client, err := control.Dial(f.s.Dir)
+	client, err := control.Dial(f.S.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

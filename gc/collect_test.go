@@ -71,7 +71,7 @@ func sealedFiles(paths []string) []string {
 }
 
 func (f *fixture) chunksOf(paths []string) []cas.Hash {
-	f.t.Helper()
+	f.T.Helper()
 	var hs []cas.Hash
 	for _, p := range sealedFiles(paths) {
 		hs = append(hs, f.chunks(p)...)
@@ -81,7 +81,7 @@ func (f *fixture) chunksOf(paths []string) []cas.Hash {
 
 // fileBytes is the sum of the sizes of the sealed files among paths.
 func (f *fixture) fileBytes(paths []string) int64 {
-	f.t.Helper()
+	f.T.Helper()
 	var n int64
 	for _, p := range sealedFiles(paths) {
 		n += int64(f.inode(f.lookup(p)).Size)
@@ -90,7 +90,7 @@ func (f *fixture) fileBytes(paths []string) int64 {
 }
 
 func (f *fixture) collector(oracles ...gc.Oracle) *gc.Collector {
-	return &gc.Collector{Store: f.s, Oracles: oracles}
+	return &gc.Collector{Store: f.S, Oracles: oracles}
 }
 
 func TestCollectNothingWithoutOracles(t *testing.T) {
@@ -230,7 +230,7 @@ func TestCollectVerdicts(t *testing.T) {
 			f.build(gcTree...)
 			before := f.paths()
 			if c.operator != "" {
-				err := f.s.Index.Update(func(tx *index.Tx) error {
+				err := f.S.Index.Update(func(tx *index.Tx) error {
 					j, err := tx.Job(jobA)
 					if err != nil {
 						return err
@@ -316,7 +316,7 @@ func TestCollectGraceRestartsAfterFlap(t *testing.T) {
 // an old directory, an old file rewritten, and a new empty directory. It
 // returns the paths that must survive A's collection.
 func (f *fixture) buildReused() []string {
-	f.t.Helper()
+	f.T.Helper()
 	f.build(gcTree...)
 	time.Sleep(time.Millisecond)
 	f.sayGone(jobA, time.Now())
@@ -553,7 +553,7 @@ func TestCollectAfterFileRenameInJob(t *testing.T) {
 			f.build(c.dir + "/000001.dbtmp")
 			dir := f.lookup(c.dir)
 			to := flinkIDs.Replace(c.dir + "/CURRENT")
-			err := f.s.Index.Update(func(tx *index.Tx) error {
+			err := f.S.Index.Update(func(tx *index.Tx) error {
 				if _, err := tx.Rename(dir, "000001.dbtmp", dir, "CURRENT", 0); err != nil {
 					return err
 				}

@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"math/rand/v2"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,8 +18,8 @@ import (
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/gc"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/manifest"
-	"github.com/statefs/statefs/store"
 )
 
 // Flink ids for the collector tests.
@@ -38,34 +37,18 @@ var (
 	jobB = flinkIDs.Replace("{B}")
 )
 
-// fixture is a store whose namespace the test builds through the index as
-// the fs layer would: owners from FlinkRules, writes noted for their jobs,
-// file content staged and sealed into chunks.
-type fixture struct {
-	t *testing.T
-	s *store.Store
-}
+// fixture is a store whose namespace the test builds through the index
+// as the fs layer would (storetest); paths may hold {X} flinkIDs.
+type fixture struct{ *storetest.Fixture }
 
-// newFixture opens a new store for t, which runs in parallel with the
-// other tests that have one: stores share nothing, and opening one takes
-// a while.
-func newFixture(t *testing.T) *fixture {
-	t.Helper()
-	t.Parallel()
-	s, _, err := store.Open(filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return &fixture{t: t, s: s}
-}
+func newFixture(t *testing.T) *fixture { return &fixture{storetest.New(t)} }
 
 // build creates paths in order ({X} are flinkIDs): one ending in "/" is a
 // directory, "x=y" makes x another name of file y, and any other path is a
 // file whose sealed content is made from its path; a path starting with
 // "~" is a file left in staging, unsealed.
 func (f *fixture) build(paths ...string) {
-	f.t.Helper()
+	f.T.Helper()
 	for _, p := range paths {
 		p, target, isLink := strings.Cut(flinkIDs.Replace(p), "=")
 		switch {
@@ -92,155 +75,40 @@ func content(p string) []byte {
 	return b
 }
 
-// create adds a new inode of mode at p, owned as its path says.
-func (f *fixture) create(p string, mode uint32, staging uint64) uint64 {
-	f.t.Helper()
-	ino, err := f.s.Index.NewIno()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	dir, name := path.Split(p)
-	parent := f.lookup(dir)
-	owner := manifest.FlinkRules().Owner(p)
-	now := index.Now()
-	err = f.s.Index.Update(func(tx *index.Tx) (err error) {
-		n := &index.Inode{Ino: ino, Mode: mode, Atime: now, Mtime: now, Ctime: now, Btime: now}
-		if n.Owner, err = tx.OwnerID(owner); err != nil {
-			return err
-		}
-		if err := tx.Create(parent, name, n); err != nil {
-			return err
-		}
-		if staging != 0 {
-			if _, err := tx.SetStaging(n, staging); err != nil {
-				return err
-			}
-		}
-		return tx.NoteWrite(owner, now)
-	})
-	if err != nil {
-		f.t.Fatalf("creating %s: %v", p, err)
-	}
-	return ino
-}
-
 func (f *fixture) mkdir(p string) uint64 {
-	f.t.Helper()
-	return f.create(p, syscall.S_IFDIR|0o755, 0)
+	f.T.Helper()
+	return f.Create(p, syscall.S_IFDIR|0o755, 0)
 }
 
 // write makes data the content of the file at p, creating it if need be,
 // and seals it if seal is set.
 func (f *fixture) write(p string, data []byte, seal bool) {
-	f.t.Helper()
-	id, file, err := f.s.NewStaging()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := file.Write(data); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := file.Close(); err != nil {
-		f.t.Fatal(err)
-	}
-	ino, err := f.tryLookup(p)
-	switch {
-	case errors.Is(err, index.ErrNotFound):
-		ino = f.create(p, syscall.S_IFREG|0o644, id)
-	case err != nil:
-		f.t.Fatal(err)
-	default:
-		var old uint64
-		err = f.s.Index.Update(func(tx *index.Tx) error {
-			n, err := tx.Inode(ino)
-			if err != nil {
-				return err
-			}
-			if old, err = tx.SetStaging(n, id); err != nil {
-				return err
-			}
-			return tx.NoteWrite(manifest.FlinkRules().Owner(p), index.Now())
-		})
-		if err != nil {
-			f.t.Fatalf("rewriting %s: %v", p, err)
-		}
-		f.s.RemoveStaging(old)
-	}
-	if !seal {
-		return
-	}
-	x, err := f.s.Seal(ino)
-	if err != nil || x == nil {
-		f.t.Fatalf("Seal(%s) = %v, %v", p, x, err)
-	}
-	if err := f.s.CommitSeal(x); err != nil {
-		f.t.Fatalf("CommitSeal(%s): %v", p, err)
-	}
+	f.T.Helper()
+	f.Write(p, data, 0, seal)
 }
 
 // link makes p another name of the file target.
 func (f *fixture) link(p, target string) {
-	f.t.Helper()
-	ino := f.lookup(target)
-	dir, name := path.Split(p)
-	parent := f.lookup(dir)
-	err := f.s.Index.Update(func(tx *index.Tx) error { _, err := tx.Link(parent, name, ino); return err })
-	if err != nil {
-		f.t.Fatalf("linking %s to %s: %v", p, target, err)
-	}
+	f.T.Helper()
+	f.Link(p, f.lookup(target))
 }
 
 // remove removes p (a file or an empty directory) as the collector does.
 func (f *fixture) remove(p string) {
-	f.t.Helper()
-	p = flinkIDs.Replace(p)
-	dir, name := path.Split(p)
-	parent := f.lookup(dir)
-	err := f.s.Index.Update(func(tx *index.Tx) error {
-		d, err := tx.Lookup(parent, name)
-		if err != nil {
-			return err
-		}
-		if d.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			return tx.Rmdir(parent, name)
-		}
-		n, err := tx.Unlink(parent, name)
-		if err != nil || n.Nlink > 0 {
-			return err
-		}
-		_, err = tx.Reap(n.Ino)
-		return err
-	})
-	if err != nil {
-		f.t.Fatalf("removing %s: %v", p, err)
-	}
-}
-
-func (f *fixture) tryLookup(p string) (ino uint64, err error) {
-	err = f.s.Index.View(func(tx *index.Tx) error {
-		n, err := tx.Resolve(p)
-		if err == nil {
-			ino = n.Ino
-		}
-		return err
-	})
-	return ino, err
+	f.T.Helper()
+	f.Remove(flinkIDs.Replace(p))
 }
 
 func (f *fixture) lookup(p string) uint64 {
-	f.t.Helper()
-	ino, err := f.tryLookup(flinkIDs.Replace(p))
-	if err != nil {
-		f.t.Fatalf("lookup %s: %v", p, err)
-	}
-	return ino
+	f.T.Helper()
+	return f.Lookup(flinkIDs.Replace(p))
 }
 
 func (f *fixture) inode(ino uint64) *index.Inode {
-	f.t.Helper()
+	f.T.Helper()
 	var n *index.Inode
-	if err := f.s.Index.View(func(tx *index.Tx) (err error) { n, err = tx.Inode(ino); return err }); err != nil {
-		f.t.Fatalf("Inode(%d): %v", ino, err)
+	if err := f.S.Index.View(func(tx *index.Tx) (err error) { n, err = tx.Inode(ino); return err }); err != nil {
+		f.T.Fatalf("Inode(%d): %v", ino, err)
 	}
 	return n
 }
@@ -248,16 +116,16 @@ func (f *fixture) inode(ino uint64) *index.Inode {
 // paths lists every path in the namespace, sorted, directories with a
 // trailing "/".
 func (f *fixture) paths() []string {
-	f.t.Helper()
+	f.T.Helper()
 	var all []string
 	var visit func(dir uint64, prefix string)
 	visit = func(dir uint64, prefix string) {
 		var ds []index.Dirent
-		err := f.s.Index.View(func(tx *index.Tx) error {
+		err := f.S.Index.View(func(tx *index.Tx) error {
 			return tx.ReadDir(dir, func(d index.Dirent) bool { ds = append(ds, d); return true })
 		})
 		if err != nil {
-			f.t.Fatalf("ReadDir: %v", err)
+			f.T.Fatalf("ReadDir: %v", err)
 		}
 		for _, d := range ds {
 			p := prefix + d.Name
@@ -276,37 +144,37 @@ func (f *fixture) paths() []string {
 
 // chunks lists the chunks of the sealed file at p.
 func (f *fixture) chunks(p string) []cas.Hash {
-	f.t.Helper()
+	f.T.Helper()
 	ino := f.lookup(p)
 	var m *manifest.Manifest
-	if err := f.s.Index.View(func(tx *index.Tx) (err error) { m, err = tx.Manifest(ino); return err }); err != nil {
-		f.t.Fatal(err)
+	if err := f.S.Index.View(func(tx *index.Tx) (err error) { m, err = tx.Manifest(ino); return err }); err != nil {
+		f.T.Fatal(err)
 	}
 	if len(m.Chunks()) == 0 {
-		f.t.Fatalf("%s has no chunks", p)
+		f.T.Fatalf("%s has no chunks", p)
 	}
 	return m.Chunks()
 }
 
 func (f *fixture) hasChunk(h cas.Hash) bool {
-	f.t.Helper()
-	ok, err := f.s.Chunks.Has(h)
+	f.T.Helper()
+	ok, err := f.S.Chunks.Has(h)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return ok
 }
 
 func (f *fixture) job(id string) (*index.Job, error) {
 	var j *index.Job
-	err := f.s.Index.View(func(tx *index.Tx) (err error) { j, err = tx.Job(id); return err })
+	err := f.S.Index.View(func(tx *index.Tx) (err error) { j, err = tx.Job(id); return err })
 	return j, err
 }
 
 // sayGone records the operator's "statefs job gone" at at.
 func (f *fixture) sayGone(job string, at time.Time) {
-	f.t.Helper()
-	err := f.s.Index.Update(func(tx *index.Tx) error {
+	f.T.Helper()
+	err := f.S.Index.Update(func(tx *index.Tx) error {
 		j, err := tx.Job(job)
 		if err != nil {
 			return err
@@ -315,15 +183,15 @@ func (f *fixture) sayGone(job string, at time.Time) {
 		return tx.PutJob(j)
 	})
 	if err != nil {
-		f.t.Fatalf("operator gone %s: %v", job, err)
+		f.T.Fatalf("operator gone %s: %v", job, err)
 	}
 }
 
 func (f *fixture) run(c *gc.Collector, dryRun bool) gc.Report {
-	f.t.Helper()
+	f.T.Helper()
 	r, err := c.Run(context.Background(), dryRun)
 	if err != nil {
-		f.t.Fatalf("Run(dryRun=%v): %v", dryRun, err)
+		f.T.Fatalf("Run(dryRun=%v): %v", dryRun, err)
 	}
 	return r
 }
@@ -334,11 +202,11 @@ func (f *fixture) run(c *gc.Collector, dryRun bool) gc.Report {
 // every such chunk is on disk, and every job root exists and belongs to
 // its job.
 func (f *fixture) check() {
-	f.t.Helper()
+	f.T.Helper()
 	refs := map[cas.Hash]uint64{}
 	links := map[uint64]uint32{}
 	inodes := map[uint64]*index.Inode{}
-	err := f.s.Index.View(func(tx *index.Tx) error {
+	err := f.S.Index.View(func(tx *index.Tx) error {
 		var visit func(dir uint64) error
 		visit = func(dir uint64) error {
 			var ds []index.Dirent
@@ -359,7 +227,7 @@ func (f *fixture) check() {
 					links[d.Ino]++
 					links[dir]++
 					if n.Parent != dir {
-						f.t.Errorf("directory %s (%d) has parent %d, is in %d", d.Name, d.Ino, n.Parent, dir)
+						f.T.Errorf("directory %s (%d) has parent %d, is in %d", d.Name, d.Ino, n.Parent, dir)
 					}
 					if err := visit(d.Ino); err != nil {
 						return err
@@ -381,7 +249,7 @@ func (f *fixture) check() {
 		}
 		for ino, n := range inodes {
 			if n.Nlink != links[ino] {
-				f.t.Errorf("inode %d has nlink %d, %d names refer to it", ino, n.Nlink, links[ino])
+				f.T.Errorf("inode %d has nlink %d, %d names refer to it", ino, n.Nlink, links[ino])
 			}
 		}
 		for h, want := range refs {
@@ -390,14 +258,14 @@ func (f *fixture) check() {
 				return err
 			}
 			if got != want {
-				f.t.Errorf("chunk %s has %d references, manifests make %d", h, got, want)
+				f.T.Errorf("chunk %s has %d references, manifests make %d", h, got, want)
 			}
 			if !f.hasChunk(h) {
-				f.t.Errorf("chunk %s is referred to but not on disk", h)
+				f.T.Errorf("chunk %s is referred to but not on disk", h)
 			}
 		}
 		if orphans, err := tx.Orphans(); err != nil || len(orphans) > 0 {
-			f.t.Errorf("orphans left: %v, %v", orphans, err)
+			f.T.Errorf("orphans left: %v, %v", orphans, err)
 		}
 		for _, job := range []string{jobA, jobB} {
 			roots, err := tx.JobRoots(job)
@@ -407,33 +275,33 @@ func (f *fixture) check() {
 			for _, ino := range roots {
 				n, ok := inodes[ino]
 				if !ok {
-					f.t.Errorf("job %.8s… has root %d, which no name reaches", job, ino)
+					f.T.Errorf("job %.8s… has root %d, which no name reaches", job, ino)
 					continue
 				}
 				if o, err := tx.Owner(n.Owner); err != nil || o.Job != job {
-					f.t.Errorf("job %.8s… has root %d owned by %+v, %v", job, ino, o, err)
+					f.T.Errorf("job %.8s… has root %d owned by %+v, %v", job, ino, o, err)
 				}
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		f.t.Fatalf("checking the store: %v", err)
+		f.T.Fatalf("checking the store: %v", err)
 	}
 }
 
 // stagingFiles counts the files in the store's staging directory.
 func (f *fixture) stagingFiles() int {
-	f.t.Helper()
+	f.T.Helper()
 	n := 0
-	err := filepath.WalkDir(filepath.Join(f.s.Dir, "staging"), func(_ string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(f.S.Dir, "staging"), func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			n++
 		}
 		return err
 	})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return n
 }
@@ -479,7 +347,7 @@ var shortIDs = strings.NewReplacer(
 
 // checkPaths reports the difference between the namespace and want.
 func (f *fixture) checkPaths(when string, want []string) {
-	f.t.Helper()
+	f.T.Helper()
 	got := f.paths()
 	var missing, extra []string
 	for _, p := range want {
@@ -493,7 +361,7 @@ func (f *fixture) checkPaths(when string, want []string) {
 		}
 	}
 	if len(missing)+len(extra) > 0 {
-		f.t.Errorf("%s: namespace lacks %q\nand has more: %q", when, missing, extra)
+		f.T.Errorf("%s: namespace lacks %q\nand has more: %q", when, missing, extra)
 	}
 }
 

@@ -1,0 +1,194 @@
+// Package storetest builds a store's namespace through the index as the fs
+// layer would, for the tests of the packages above store: owners from
+// FlinkRules, writes noted for their jobs, content staged and sealed into
+// chunks.
+package storetest
+
+import (
+	"errors"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/store"
+)
+
+// Fixture is a store of one test; every method fails the test on error.
+type Fixture struct {
+	T *testing.T
+	S *store.Store
+}
+
+// New opens a new store for t, which runs in parallel with the other tests
+// that have one: stores share nothing, and opening one takes a while.
+func New(t *testing.T) *Fixture {
+	t.Helper()
+	t.Parallel()
+	s, _, err := store.Open(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &Fixture{T: t, S: s}
+}
+
+// TryLookup resolves p, a path from the root.
+func (f *Fixture) TryLookup(p string) (ino uint64, err error) {
+	err = f.S.Index.View(func(tx *index.Tx) error {
+		n, err := tx.Resolve(p)
+		if err == nil {
+			ino = n.Ino
+		}
+		return err
+	})
+	return ino, err
+}
+
+// Lookup resolves p.
+func (f *Fixture) Lookup(p string) uint64 {
+	f.T.Helper()
+	ino, err := f.TryLookup(p)
+	if err != nil {
+		f.T.Fatalf("lookup %s: %v", p, err)
+	}
+	return ino
+}
+
+// Create adds a new inode of mode at p, whose directory exists, owned as
+// its path says, with staging file staging as its content if not 0.
+func (f *Fixture) Create(p string, mode uint32, staging uint64) uint64 {
+	f.T.Helper()
+	ino, err := f.S.Index.NewIno()
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	parent := f.Lookup(path.Dir(p))
+	owner := manifest.FlinkRules().Owner(p)
+	now := index.Now()
+	err = f.S.Index.Update(func(tx *index.Tx) (err error) {
+		n := &index.Inode{Ino: ino, Mode: mode, Atime: now, Mtime: now, Ctime: now, Btime: now}
+		if n.Owner, err = tx.OwnerID(owner); err != nil {
+			return err
+		}
+		if err := tx.Create(parent, path.Base(p), n); err != nil {
+			return err
+		}
+		if staging != 0 {
+			if _, err := tx.SetStaging(n, staging); err != nil {
+				return err
+			}
+		}
+		return tx.NoteWrite(owner, now)
+	})
+	if err != nil {
+		f.T.Fatalf("creating %s: %v", p, err)
+	}
+	return ino
+}
+
+// MkdirAll creates the directories of p that do not exist.
+func (f *Fixture) MkdirAll(p string) uint64 {
+	f.T.Helper()
+	ino := uint64(index.RootIno)
+	if p == "." || p == "" {
+		return ino
+	}
+	names := strings.Split(p, "/")
+	for i := range names {
+		at := strings.Join(names[:i+1], "/")
+		next, err := f.TryLookup(at)
+		switch {
+		case errors.Is(err, index.ErrNotFound):
+			next = f.Create(at, syscall.S_IFDIR|0o755, 0)
+		case err != nil:
+			f.T.Fatal(err)
+		}
+		ino = next
+	}
+	return ino
+}
+
+// Write makes data, at offset off (a hole before it), the content of the
+// file at p, creating it and its directories if need be, and seals it if
+// seal is set.
+func (f *Fixture) Write(p string, data []byte, off int64, seal bool) uint64 {
+	f.T.Helper()
+	id, file, err := f.S.NewStaging()
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	if _, err := file.WriteAt(data, off); err != nil {
+		f.T.Fatal(err)
+	}
+	if err := file.Close(); err != nil {
+		f.T.Fatal(err)
+	}
+	f.MkdirAll(path.Dir(p))
+	ino, err := f.TryLookup(p)
+	switch {
+	case errors.Is(err, index.ErrNotFound):
+		ino = f.Create(p, syscall.S_IFREG|0o644, id)
+	case err != nil:
+		f.T.Fatal(err)
+	default:
+		var old uint64
+		err = f.S.Index.Update(func(tx *index.Tx) error {
+			n, err := tx.Inode(ino)
+			if err != nil {
+				return err
+			}
+			if old, err = tx.SetStaging(n, id); err != nil {
+				return err
+			}
+			return tx.NoteWrite(manifest.FlinkRules().Owner(p), index.Now())
+		})
+		if err != nil {
+			f.T.Fatalf("rewriting %s: %v", p, err)
+		}
+		f.S.RemoveStaging(old)
+	}
+	if !seal {
+		return ino
+	}
+	x, err := f.S.Seal(ino)
+	if err != nil || x == nil {
+		f.T.Fatalf("Seal(%s) = %v, %v", p, x, err)
+	}
+	if err := f.S.CommitSeal(x); err != nil {
+		f.T.Fatalf("CommitSeal(%s): %v", p, err)
+	}
+	return ino
+}
+
+// Link makes p, in a directory that is made if need be, another name of
+// file ino.
+func (f *Fixture) Link(p string, ino uint64) {
+	f.T.Helper()
+	parent := f.MkdirAll(path.Dir(p))
+	err := f.S.Index.Update(func(tx *index.Tx) error { _, err := tx.Link(parent, path.Base(p), ino); return err })
+	if err != nil {
+		f.T.Fatalf("linking %s: %v", p, err)
+	}
+}
+
+// Remove removes p, a file or an empty directory, as the collector does:
+// a file that loses its last name is reaped.
+func (f *Fixture) Remove(p string) {
+	f.T.Helper()
+	parent := f.Lookup(path.Dir(p))
+	err := f.S.Index.Update(func(tx *index.Tx) error {
+		n, err := tx.Remove(parent, path.Base(p))
+		if err != nil || n == nil || n.Nlink > 0 {
+			return err
+		}
+		_, err = tx.Reap(n.Ino)
+		return err
+	})
+	if err != nil {
+		f.T.Fatalf("removing %s: %v", p, err)
+	}
+}
