@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/internal/testenv"
 )
 
@@ -79,8 +81,9 @@ func (m *Mount) Path(rel ...string) string {
 	return filepath.Join(append([]string{m.Dir}, rel...)...)
 }
 
-// Start runs the daemon on the same store and mountpoint and waits until the
-// mount is live.
+// Start runs the daemon on the same store and mountpoint and waits until it
+// serves: the mount is live and the control socket answers, which the daemon
+// opens only after it has set up the mount (read-ahead included).
 func (m *Mount) Start() {
 	m.t.Helper()
 	// STATEFS_TEST_MOUNT_ARGS adds flags to every mount: make test runs the
@@ -97,7 +100,7 @@ func (m *Mount) Start() {
 	m.done = make(chan error, 1)
 	go func(c *exec.Cmd, done chan error) { done <- c.Wait() }(m.cmd, m.done)
 	deadline := time.Now().Add(15 * time.Second)
-	for !isMounted(m.Dir) {
+	for !isMounted(m.Dir) || !answers(filepath.Join(m.Store, control.SocketName)) {
 		select {
 		case err := <-m.done:
 			m.cmd = nil
@@ -161,6 +164,16 @@ func (m *Mount) Restart() {
 func (m *Mount) Log() string { return m.log.String() }
 
 // isMounted reports whether dir is a mountpoint of a statefs FUSE mount.
+// answers reports whether a unix socket accepts connections.
+func answers(socket string) bool {
+	c, err := net.Dial("unix", socket)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
 func isMounted(dir string) bool {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
