@@ -17,7 +17,7 @@
 //	4      1    format version (1)
 //	5      1    kind: 0 raw, 1 zstd (one frame)
 //	6      2    zero
-//	8      8    uncompressed length, little endian
+//	8      8    uncompressed length, little endian, at most MaxChunk
 //	16     4    CRC-32C of bytes 0..15, little endian
 //
 // The header checksum lets Get reject a damaged header before it trusts the

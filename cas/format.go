@@ -95,13 +95,13 @@ func decodeHeader(b []byte) (header, error) {
 	if hd.kind != kindRaw && hd.kind != kindZstd || b[6] != 0 || b[7] != 0 {
 		return header{}, fmt.Errorf("unknown kind %d/%d/%d", b[5], b[6], b[7])
 	}
-	if hd.size > uint64(maxInt) {
-		return header{}, fmt.Errorf("length %d does not fit in memory", hd.size)
+	// The length is trusted for an allocation: no chunk is longer than
+	// MaxChunk, and a header that says otherwise is damaged or hostile.
+	if hd.size > MaxChunk {
+		return header{}, fmt.Errorf("length %d is more than a chunk's %d", hd.size, MaxChunk)
 	}
 	return hd, nil
 }
-
-const maxInt = int(^uint(0) >> 1)
 
 // scratch pools the buffers that hold compressed payloads on their way to and
 // from disk, so Put and Get allocate nothing in steady state.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 var (
@@ -42,6 +43,13 @@ func Open(dir string) (*Store, error) {
 		case err == nil:
 			created = true
 		case errors.Is(err, fs.ErrExist):
+			// Chunks are written and temporary files removed in here: never
+			// through a symlink to outside the store.
+			if fi, err := os.Lstat(sub); err != nil {
+				return nil, fmt.Errorf("cas: open %s: %w", dir, err)
+			} else if !fi.IsDir() {
+				return nil, fmt.Errorf("cas: open %s: %s is not a directory (%v)", dir, sub, fi.Mode().Type())
+			}
 			if err := removeTemps(sub); err != nil {
 				return nil, fmt.Errorf("cas: open %s: %w", dir, err)
 			}
@@ -94,8 +102,12 @@ func (s *Store) path(h Hash) string {
 // chunk with that hash is already there. stored is the size of the new chunk
 // file, 0 if the chunk existed (or a concurrent Put of the same hash wrote it).
 // When Put returns nil the chunk is durable. A failed Put leaves neither a
-// temporary file nor a partial chunk.
+// temporary file nor a partial chunk. data is at most MaxChunk bytes: Get
+// refuses longer chunks as damaged.
 func (s *Store) Put(h Hash, data []byte) (stored int64, err error) {
+	if len(data) > MaxChunk {
+		return 0, fmt.Errorf("cas: put %s: %d bytes, more than a chunk's %d", h, len(data), MaxChunk)
+	}
 	path := s.path(h)
 	switch _, err := os.Lstat(path); {
 	case err == nil:
@@ -195,11 +207,13 @@ func syncDir(dir string) error {
 // uncompressed bytes, verified against h (DESIGN invariant 5). A missing chunk
 // gives ErrNotFound; a damaged one gives ErrCorrupt, never wrong bytes.
 func (s *Store) Get(h Hash, buf []byte) ([]byte, error) {
-	f, err := os.Open(s.path(h))
-	if errors.Is(err, fs.ErrNotExist) {
+	f, err := os.OpenFile(s.path(h), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("cas: get %s: %w", h, ErrNotFound)
-	}
-	if err != nil {
+	case errors.Is(err, syscall.ELOOP):
+		return nil, fmt.Errorf("cas: get %s: %w: a symlink, not a chunk file", h, ErrCorrupt)
+	case err != nil:
 		return nil, fmt.Errorf("cas: get %s: %w", h, err)
 	}
 	defer f.Close()

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/statefs/statefs/gc"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
@@ -31,6 +33,11 @@ const SocketName = "control.sock"
 
 // maxRequest bounds a request body: every request is a few fields.
 const maxRequest = 64 << 10
+
+// maxInFlight bounds the requests served at once: inspect and du read the
+// whole index, and a client that opens many at once gets 503 for the rest
+// rather than making the daemon's memory and the FUSE requests pay.
+const maxInFlight = 16
 
 // GCRequest asks for one collector run.
 type GCRequest struct {
@@ -132,10 +139,14 @@ type Server struct {
 	Store      *store.Store
 	FS         Filesystem
 	Mountpoint string // absolute
+	// Collected, if set, is told of every collector run that is not dry
+	// (metrics).
+	Collected func(gc.Report, error)
 
-	gcMu sync.Mutex // one collector run at a time
-	srv  *http.Server
-	ln   net.Listener
+	gcMu  sync.Mutex    // one collector run at a time
+	slots chan struct{} // requests at work (admit)
+	srv   *http.Server
+	ln    net.Listener
 }
 
 // Listen creates the socket (replacing a stale one: the caller holds the
@@ -153,18 +164,97 @@ func (s *Server) Listen() error {
 		ln.Close()
 		return fmt.Errorf("control socket: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /jobs", s.jobs)
-	mux.HandleFunc("POST /job", s.verdict)
-	mux.HandleFunc("POST /gc", s.gc)
-	mux.HandleFunc("GET /inspect", s.inspect)
-	mux.HandleFunc("GET /du", s.du)
-	mux.HandleFunc("GET /holds", s.holds)
-	mux.HandleFunc("POST /restore", s.restore)
+	ln = peerListener{ln}
 	s.ln = ln
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.srv = &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		// A request body is at most maxRequest bytes; a client that sends
+		// it slower, or idles on a kept-alive connection, loses it.
+		ReadTimeout: 30 * time.Second,
+		IdleTimeout: time.Minute,
+	}
 	go s.srv.Serve(ln)
 	return nil
+}
+
+// peerListener accepts connections only from root and the daemon's own
+// user. The socket's mode 0600 says the same, but a mode can be changed,
+// and the socket exists for a moment before its chmod.
+type peerListener struct{ net.Listener }
+
+func (l peerListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		uid, err := peerUID(c)
+		if err == nil && (uid == 0 || uid == uint32(os.Geteuid())) {
+			return c, nil
+		}
+		slog.Warn("control socket: refused a connection from another user", "uid", uid, "err", err)
+		c.Close()
+	}
+}
+
+// peerUID is the user id of the process at the other end of a unix socket
+// connection (SO_PEERCRED).
+func peerUID(c net.Conn) (uint32, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return 0, fmt.Errorf("a %T, not a unix socket connection", c)
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) { cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return 0, err
+	}
+	if credErr != nil {
+		return 0, credErr
+	}
+	return cred.Uid, nil
+}
+
+// handler routes the API.
+func (s *Server) handler() http.Handler {
+	s.slots = make(chan struct{}, maxInFlight)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /jobs", s.admitted(s.jobs))
+	mux.HandleFunc("POST /job", s.verdict)
+	mux.HandleFunc("POST /gc", s.gc)
+	mux.HandleFunc("GET /inspect", s.admitted(s.inspect))
+	mux.HandleFunc("GET /du", s.admitted(s.du))
+	mux.HandleFunc("GET /holds", s.admitted(s.holds))
+	mux.HandleFunc("POST /restore", s.restore)
+	return mux
+}
+
+// admit takes one of the maxInFlight slots for a request's work, or answers
+// 503. Requests with a body read it first (decode): a slow client holds a
+// connection until the server's timeouts, never a slot.
+func (s *Server) admit(w http.ResponseWriter) (release func(), ok bool) {
+	select {
+	case s.slots <- struct{}{}:
+		return func() { <-s.slots }, true
+	default:
+		http.Error(w, fmt.Sprintf("busy: %d requests are being served, try again", maxInFlight), http.StatusServiceUnavailable)
+		return nil, false
+	}
+}
+
+// admitted is h, run once admitted.
+func (s *Server) admitted(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if release, ok := s.admit(w); ok {
+			defer release()
+			h(w, r)
+		}
+	}
 }
 
 // Close stops serving, waits a while for requests under way and for a
@@ -192,6 +282,11 @@ func (s *Server) verdict(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
+	release, ok := s.admit(w)
+	if !ok {
+		return
+	}
+	defer release()
 	reply(w, struct{}{}, SetVerdict(s.Store, req))
 }
 
@@ -214,6 +309,15 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 		}
 		dest = rel
 	}
+	if !filepath.IsLocal(dest) {
+		reply(w, nil, fmt.Errorf("restore destination %s: give a path inside the mount %s, downwards only", req.Dest, s.Mountpoint))
+		return
+	}
+	release, ok := s.admit(w)
+	if !ok {
+		return
+	}
+	defer release()
 	reply(w, struct{}{}, s.FS.Restore(req.Hold, dest))
 }
 
@@ -232,6 +336,9 @@ func (s *Server) CollectEvery(ctx context.Context, interval time.Duration, req G
 		c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.FS}
 		report, err := c.Run(ctx, false)
 		s.gcMu.Unlock()
+		if s.Collected != nil {
+			s.Collected(report, err)
+		}
 		if err != nil {
 			slog.Error("periodic gc failed", "err", err)
 			continue
@@ -255,15 +362,39 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.gcMu.Unlock()
+	release, ok := s.admit(w)
+	if !ok {
+		return
+	}
+	defer release()
 	c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.FS}
 	report, err := c.Run(r.Context(), req.DryRun)
+	if s.Collected != nil && !req.DryRun {
+		s.Collected(report, err)
+	}
 	reply(w, report, err)
 }
 
+// decode reads a request body that is exactly one JSON value of v's type,
+// with no unknown fields, at most maxRequest bytes (413 beyond).
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	err := dec.Decode(v)
+	if err == nil {
+		switch err = dec.Decode(&json.RawMessage{}); err {
+		case io.EOF:
+			err = nil
+		case nil:
+			err = errors.New("more than one JSON value")
+		}
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		http.Error(w, fmt.Sprintf("request body larger than %d bytes", maxRequest), http.StatusRequestEntityTooLarge)
+		return false
+	case err != nil:
 		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
 		return false
 	}

@@ -57,6 +57,8 @@ type Options struct {
 	Rules *manifest.Rules
 	// Hold says whether and how long removed local state is held.
 	Hold HoldOptions
+	// Sealed, if set, is told how long each committed seal took (metrics).
+	Sealed func(took time.Duration)
 }
 
 // FS is the state one mount shares between its nodes.

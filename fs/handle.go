@@ -26,6 +26,7 @@ type handle struct {
 	staging     *os.File // nil for a handle on sealed content
 	passthrough bool
 	writable    bool
+	killedPrivs bool // opening it cleared setuid/setgid: the kernel's attributes are stale
 }
 
 var (
@@ -45,20 +46,42 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		return nil, 0, syscall.EINVAL
 	}
 	st := n.fs.acquire(n.ino())
-	h, fuseFlags, err := n.fs.open(st, flags)
+	uid, _ := caller(ctx)
+	h, fuseFlags, err := n.fs.open(st, flags, uid != 0)
 	if err != nil {
 		n.fs.release(st)
 		return nil, 0, errno(err)
 	}
 	h.inode = &n.Inode
+	if h.killedPrivs {
+		// The kernel cached the mode with the bits; attributes only, so no
+		// page or inode lock is involved.
+		go n.NotifyContent(-1, 0)
+	}
 	return h, fuseFlags, 0
+}
+
+// privBits are the mode bits a write by an unprivileged caller clears, as
+// on a local filesystem: set-user-ID, and set-group-ID where it means that
+// (with group execute).
+func privBits(mode uint32) uint32 {
+	bits := mode & syscall.S_ISUID
+	if mode&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP {
+		bits |= syscall.S_ISGID
+	}
+	return bits
 }
 
 // open makes a handle on st's inode. A writer, or any opener of staging
 // content, gets the staging file; a reader of sealed content gets the
 // manifest, and the kernel keeps its page cache unless the content changed
 // since it was filled.
-func (f *FS) open(st *file, flags uint32) (*handle, uint32, error) {
+//
+// An unprivileged writer (unprivileged: the caller is not root) clears the
+// setuid and setgid bits at open rather than at its first write, as ext4
+// does: writes through passthrough never reach the daemon, and go-fuse does
+// not pass on the kernel's FUSE_WRITE_KILL_SUIDGID.
+func (f *FS) open(st *file, flags uint32, unprivileged bool) (*handle, uint32, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var rec *index.Inode
@@ -69,6 +92,21 @@ func (f *FS) open(st *file, flags uint32) (*handle, uint32, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	killed := false
+	if writable(flags) && unprivileged && privBits(rec.Mode) != 0 {
+		err := f.store.Index.Update(func(tx *index.Tx) (err error) {
+			if rec, err = tx.Inode(st.ino); err != nil {
+				return err
+			}
+			rec.Mode &^= privBits(rec.Mode)
+			rec.Ctime = index.Now()
+			return tx.PutInode(rec)
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		killed = true
+	}
 	if writable(flags) || rec.Staging != 0 {
 		trunc := writable(flags) && flags&syscall.O_TRUNC != 0
 		if err := f.openStaging(st, rec, trunc); err != nil {
@@ -78,7 +116,7 @@ func (f *FS) open(st *file, flags uint32) (*handle, uint32, error) {
 			st.gen++
 		}
 		h := &handle{fs: f, st: st, staging: st.staging, writable: writable(flags),
-			passthrough: f.opts.Passthrough && st.cached == 0}
+			passthrough: f.opts.Passthrough && st.cached == 0, killedPrivs: killed}
 		st.opens++
 		if !h.passthrough {
 			st.cached++

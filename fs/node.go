@@ -303,7 +303,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	np, ok := newParent.(*node)
 	if !ok {
-		return syscall.EXDEV
+		// Every other directory is part of a read-only view (.statefs).
+		return syscall.EROFS
 	}
 	if (n.ino() == index.RootIno && name == statusDirName) || (np.ino() == index.RootIno && newName == statusDirName) {
 		return syscall.EPERM

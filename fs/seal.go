@@ -84,6 +84,9 @@ func (f *FS) seal(ino uint64, t *time.Timer) {
 		f.scheduleSealAfter(ino, sealRetryDelay)
 	default:
 		st.sealed = nil
+		if f.opts.Sealed != nil {
+			f.opts.Sealed(time.Since(start))
+		}
 		slog.Debug("sealed", "inode", ino, "bytes", x.Manifest.Size, "extents", len(x.Manifest.Extents),
 			"stored", x.Stored, "took", time.Since(start))
 	}

@@ -38,6 +38,7 @@ const (
 	ProblemOwner          = "owner"           // an owner number that is not interned, or an owner record that does not agree with its reverse
 	ProblemJobRoot        = "job-root"        // a job root that is not one, or a job's directory that should be one and is not
 	ProblemJob            = "job"             // a job record that does not decode
+	ProblemExecutor       = "executor"        // an executor record that does not decode
 	ProblemXattr          = "xattr"           // an extended attribute of an inode that does not exist
 	ProblemHold           = "hold"            // a hold record and the held directory's entries do not agree
 )
@@ -281,6 +282,14 @@ func (c *checker) load(tx *Tx) error {
 				c.add(ProblemJob, "job record %q: %v", k[1:], err)
 			} else if j.ID != string(k[1:]) {
 				c.add(ProblemJob, "job record %q holds job %q", k[1:], j.ID)
+			}
+		}},
+		{prefixExecutor, func(k, v []byte) {
+			var e Executor
+			if err := json.Unmarshal(v, &e); err != nil {
+				c.add(ProblemExecutor, "executor record %q: %v", k[1:], err)
+			} else if e.ID != string(k[1:]) {
+				c.add(ProblemExecutor, "executor record %q holds executor %q", k[1:], e.ID)
 			}
 		}},
 	}

@@ -2,6 +2,7 @@ package index
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/manifest"
@@ -94,14 +95,14 @@ func (tx *Tx) ChunkRefs(h cas.Hash) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return decodeRefs(v), nil
+	return decodeRefs(h, v)
 }
 
-func decodeRefs(v []byte) uint64 {
+func decodeRefs(h cas.Hash, v []byte) (uint64, error) {
 	if len(v) != 8 {
-		return 0
+		return 0, fmt.Errorf("references of chunk %s: corrupt record %x", h, v)
 	}
-	return binary.BigEndian.Uint64(v)
+	return binary.BigEndian.Uint64(v), nil
 }
 
 // addRef changes chunk h's reference count by delta. A chunk whose count
@@ -135,6 +136,9 @@ func (tx *Tx) StagingInode(id uint64) (uint64, error) {
 	v, err := tx.get(inoKey(prefixStaging, id))
 	if err != nil {
 		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("staging file %x: corrupt reference %x", id, v)
 	}
 	return binary.BigEndian.Uint64(v), nil
 }
@@ -204,20 +208,39 @@ func (tx *Tx) CountStaging() (int, error) {
 }
 
 // ForgetGarbage empties the list of chunks whose references fell to zero,
-// once a sweep removed them.
-func (tx *Tx) ForgetGarbage() error {
-	var keys [][]byte
-	err := tx.scan([]byte{prefixGarbage}, false, func(k, _ []byte) (bool, error) {
-		keys = append(keys, append([]byte{}, k...))
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := tx.del(k); err != nil {
+// once a sweep removed them. It goes through the list once, a batch of keys
+// per transaction: a sweep after a big collection forgets hundreds of
+// thousands, more than one badger transaction holds. Marks added meanwhile
+// may stay; the next sweep finds their chunks anyway, by walking them all.
+func (db *DB) ForgetGarbage() error {
+	prefix := []byte{prefixGarbage}
+	from := prefix
+	for {
+		var keys [][]byte
+		err := db.View(func(tx *Tx) error {
+			return tx.scanFrom(prefix, from, false, func(k, _ []byte) (bool, error) {
+				keys = append(keys, append([]byte{}, k...))
+				return len(keys) < forgetBatch, nil
+			})
+		})
+		if err != nil || len(keys) == 0 {
 			return err
 		}
+		err = db.Update(func(tx *Tx) error {
+			for _, k := range keys {
+				if err := tx.del(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		from = append(keys[len(keys)-1], 0) // the next key after the last one
 	}
-	return nil
 }
+
+// forgetBatch is how many garbage marks one transaction of ForgetGarbage
+// deletes.
+const forgetBatch = 10000

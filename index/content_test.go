@@ -2,6 +2,7 @@ package index_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -233,4 +234,45 @@ func TestReapDropsStaging(t *testing.T) {
 	if n := countStaging(t, db); n != 0 {
 		t.Errorf("CountStaging after Reap = %d, want 0", n)
 	}
+}
+
+// A sweep after a big collection forgets more garbage marks than one badger
+// transaction can delete (it failed with "Txn is too big" over 500,000).
+func TestForgetGarbageBeyondOneTransaction(t *testing.T) {
+	db := openDB(t)
+	const files, perFile = 60, 1000
+	var names []string
+	for i := range files {
+		names = append(names, fmt.Sprintf("f%d", i))
+	}
+	tr := build(t, db, names...)
+	for i, name := range names {
+		var hs []cas.Hash
+		for j := range perFile {
+			hs = append(hs, cas.Sum([]byte(fmt.Sprintf("chunk %d of %d", j, i))))
+		}
+		id, _ := stage(t, db, tr[name])
+		if err := seal(db, tr[name], id, extents(hs...), 1); err != nil {
+			t.Fatal(err)
+		}
+		stage(t, db, tr[name]) // drops the manifest: its chunks become garbage
+	}
+	if got := usage(t, db).GarbageMarks; got != files*perFile {
+		t.Fatalf("garbage marks = %d, want %d", got, files*perFile)
+	}
+	if err := db.ForgetGarbage(); err != nil {
+		t.Fatal(err)
+	}
+	if got := usage(t, db).GarbageMarks; got != 0 {
+		t.Fatalf("garbage marks after ForgetGarbage = %d, want 0", got)
+	}
+}
+
+func usage(t *testing.T, db *index.DB) index.Usage {
+	t.Helper()
+	var u index.Usage
+	if err := db.View(func(tx *index.Tx) (err error) { u, err = tx.Usage(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -21,18 +21,27 @@ func (tx *Tx) Lookup(parent uint64, name string) (Dirent, error) {
 	return decodeDirent(name, v)
 }
 
+// A dirent record is the child's inode number and its file type bits.
+func encodeDirent(d Dirent) []byte {
+	v := make([]byte, 12)
+	binary.BigEndian.PutUint64(v, d.Ino)
+	binary.BigEndian.PutUint32(v[8:], d.Mode&modeType)
+	return v
+}
+
 func decodeDirent(name string, v []byte) (Dirent, error) {
 	if len(v) != 12 {
 		return Dirent{}, fmt.Errorf("dirent %q: corrupt record", name)
 	}
-	return Dirent{Name: name, Ino: binary.BigEndian.Uint64(v), Mode: binary.BigEndian.Uint32(v[8:])}, nil
+	d := Dirent{Name: name, Ino: binary.BigEndian.Uint64(v), Mode: binary.BigEndian.Uint32(v[8:])}
+	if d.Mode&^modeType != 0 {
+		return Dirent{}, fmt.Errorf("dirent %q: corrupt record: mode %#o has more than type bits", name, d.Mode)
+	}
+	return d, nil
 }
 
 func (tx *Tx) putDirent(parent uint64, d Dirent) error {
-	v := make([]byte, 12)
-	binary.BigEndian.PutUint64(v, d.Ino)
-	binary.BigEndian.PutUint32(v[8:], d.Mode&modeType)
-	return tx.set(inoNameKey(prefixDirent, parent, d.Name), v)
+	return tx.set(inoNameKey(prefixDirent, parent, d.Name), encodeDirent(d))
 }
 
 // ReadDir calls fn for each entry of directory dir in name order until fn

@@ -37,14 +37,21 @@ func decodeOwner(b []byte) (manifest.Owner, error) {
 		return o, errors.New("corrupt owner record")
 	}
 	o.Level = manifest.Level(b[0])
+	if o.Level > manifest.LevelCheckpoint {
+		return o, fmt.Errorf("corrupt owner record: level %d", b[0])
+	}
 	b = b[1:]
 	for _, s := range []*string{&o.Executor, &o.Allocation, &o.Job, &o.Vertex, &o.Subtask, &o.Checkpoint} {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
+		if k <= 0 || uint64(len(b)-k) < n || k != len(binary.AppendUvarint(nil, n)) { // minimal lengths only
 			return o, errors.New("corrupt owner record")
 		}
 		*s = string(b[k : k+int(n)])
 		b = b[k+int(n):]
+	}
+	// One encoding per owner: OwnerID looks owners up by their encoding.
+	if len(b) != 0 {
+		return o, fmt.Errorf("corrupt owner record: %d bytes after the last id", len(b))
 	}
 	return o, nil
 }
@@ -58,6 +65,9 @@ func (tx *Tx) OwnerID(o manifest.Owner) (uint64, error) {
 	key := append([]byte{prefixOwnerByID}, enc...)
 	v, err := tx.get(key)
 	if err == nil {
+		if len(v) != 8 {
+			return 0, fmt.Errorf("owner number of %x: corrupt record %x", enc, v)
+		}
 		return binary.BigEndian.Uint64(v), nil
 	}
 	if err != ErrNotFound {

@@ -70,12 +70,17 @@ func (tx *Tx) del(key []byte) error        { return tx.txn.Delete(key) }
 // scan calls fn for each key with prefix, in key order, until fn returns
 // false or an error. The key and value are valid only during the call.
 func (tx *Tx) scan(prefix []byte, values bool, fn func(key, value []byte) (bool, error)) error {
+	return tx.scanFrom(prefix, prefix, values, fn)
+}
+
+// scanFrom is scan starting at key from, which has the prefix.
+func (tx *Tx) scanFrom(prefix, from []byte, values bool, fn func(key, value []byte) (bool, error)) error {
 	opts := badger.DefaultIteratorOptions
 	opts.PrefetchValues = values
 	opts.Prefix = prefix
 	it := tx.txn.NewIterator(opts)
 	defer it.Close()
-	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+	for it.Seek(from); it.ValidForPrefix(prefix); it.Next() {
 		item := it.Item()
 		var v []byte
 		if values {

@@ -38,16 +38,21 @@ func (tx *Tx) Usage() (Usage, error) {
 	}
 	counts := []struct {
 		prefix byte
-		fn     func(v []byte)
+		fn     func(k, v []byte) error
 	}{
-		{prefixChunk, func(v []byte) { u.Chunks++; u.ChunkRefs += int64(decodeRefs(v)) }},
-		{prefixJob, func([]byte) { u.Jobs++ }},
-		{prefixGarbage, func([]byte) { u.GarbageMarks++ }},
+		{prefixChunk, func(k, v []byte) error {
+			h, _ := keyHash(k)
+			refs, err := decodeRefs(h, v)
+			u.Chunks++
+			u.ChunkRefs += int64(refs)
+			return err
+		}},
+		{prefixJob, func(_, _ []byte) error { u.Jobs++; return nil }},
+		{prefixGarbage, func(_, _ []byte) error { u.GarbageMarks++; return nil }},
 	}
 	for _, c := range counts {
-		err := tx.scan([]byte{c.prefix}, c.prefix == prefixChunk, func(_, v []byte) (bool, error) {
-			c.fn(v)
-			return true, nil
+		err := tx.scan([]byte{c.prefix}, c.prefix == prefixChunk, func(k, v []byte) (bool, error) {
+			return true, c.fn(k, v)
 		})
 		if err != nil {
 			return u, err

@@ -74,7 +74,25 @@ type Owner struct {
 // java.util.UUID's form. A component that does not fit adds nothing: the path
 // stays at the level its parent reached. flink.rules states the same in the
 // rules-file format.
+//
+// Each of these trees may also sit one level down, in volumes/<volume>/: the
+// CSI plugin gives each pod the tree of one volume (a name of
+// [A-Za-z0-9._-]{1,253} not starting with '.'), and the pod's executor
+// writes its working directory there.
 func FlinkRules() *Rules { return flinkRules }
+
+// isVolumeName reports whether name has the syntax of a CSI volume's name.
+func isVolumeName(name string) bool {
+	if name == "" || len(name) > 253 || name[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
 var flinkRules = &Rules{flink: true}
 
@@ -83,6 +101,12 @@ var flinkRules = &Rules{flink: true}
 func flinkOwner(path string) Owner {
 	var o Owner
 	root, rest, more := strings.Cut(path, "/")
+	if root == "volumes" && more {
+		// A CSI volume's tree: volumes/<volume>/ holds a working directory.
+		if volume, inside, ok := strings.Cut(rest, "/"); ok && isVolumeName(volume) {
+			root, rest, more = strings.Cut(inside, "/")
+		}
+	}
 	if rid, ok := strings.CutPrefix(root, "localState_"); ok && isResourceID(rid) {
 		o.Executor, o.Level = rid, LevelExecutor
 		if more {

@@ -84,6 +84,21 @@ var flinkCases = []struct {
 	{"local state root checkpoint file", lsroot + "/aid_" + aid + "/jid_" + jid + "/vtx_" + vid + "_sti_3/chk_42/_task_state_snapshot", chkOwner},
 	{"local state root without aid", lsroot + "/jid_" + jid, execOwner},
 
+	// A CSI volume's tree holds a working directory or a local state root.
+	{"volume working dir", "volumes/flink-taskmanager-3/" + wd, execOwner},
+	{"volume checkpoint", "volumes/flink-taskmanager-3/" + chk + "/000012.sst", chkOwner},
+	{"volume rocksdb instance", "volumes/tm-3/" + instance + "/db/LOCK", tmpOwner},
+	{"volume local state root", "volumes/v_1.a/" + lsroot + "/aid_" + aid, allocOwner},
+	{"volume name of 253 bytes", "volumes/" + strings.Repeat("v", 253) + "/" + alloc, allocOwner},
+	{"volume name of 254 bytes", "volumes/" + strings.Repeat("v", 254) + "/" + alloc, unowned},
+	{"volume dir", "volumes/flink-taskmanager-3", unowned},
+	{"volumes dir", "volumes", unowned},
+	{"volume name starting with a dot", "volumes/.v/" + alloc, unowned},
+	{"volume name with a slash-free odd byte", "volumes/v:1/" + alloc, unowned},
+	{"empty volume name", "volumes//" + alloc, unowned},
+	{"two volume levels", "volumes/a/volumes/b/" + alloc, unowned},
+	{"tm under a volume's subdir", "volumes/a/data/" + alloc, unowned},
+
 	// Outside tm_*: unowned.
 	{"local state at root", "localState/aid_" + aid + "/jid_" + jid, unowned},
 	{"local state root without id", "localState_/aid_" + aid, unowned},

@@ -128,7 +128,8 @@ func LoadRules(path string) (*Rules, error) {
 	return ParseRules(path, f)
 }
 
-// maxLine bounds a rules file's line.
+// maxLine bounds a rules file's line, and a pattern with its ${NAME}s
+// expanded.
 const maxLine = 64 << 10
 
 // ParseRules reads a rules file (see Rules) from r; name is what its errors
@@ -240,6 +241,11 @@ func (p *parser) expand(pattern string) (string, error) {
 		b.WriteString(pattern[:i])
 		b.WriteString("(?:" + def + ")")
 		pattern = pattern[i+j+1:]
+		// Each define may use the previous ones twice: without a bound, a
+		// few dozen lines would expand to gigabytes.
+		if b.Len()+len(pattern) > maxLine {
+			return "", p.errorf("pattern longer than %d bytes once ${...} are expanded", maxLine)
+		}
 	}
 }
 

@@ -57,8 +57,14 @@ func (s *Store) makeStagingShards() error {
 	}
 	made := false
 	for i := range stagingShards {
-		err := os.Mkdir(filepath.Join(dir, stagingShard(uint64(i))), 0o700)
-		if err != nil && !errors.Is(err, os.ErrExist) {
+		shard := filepath.Join(dir, stagingShard(uint64(i)))
+		err := os.Mkdir(shard, 0o700)
+		if errors.Is(err, os.ErrExist) {
+			// Staging files are created in here: never through a symlink.
+			if fi, lerr := os.Lstat(shard); lerr != nil || !fi.IsDir() {
+				return fmt.Errorf("%s is not a directory", shard)
+			}
+		} else if err != nil {
 			return err
 		}
 		made = made || err == nil

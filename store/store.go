@@ -77,8 +77,16 @@ func Open(dir string) (*Store, []uint64, error) {
 
 func (s *Store) open() error {
 	for _, sub := range []string{"index", "chunks", "staging"} {
-		if err := os.Mkdir(filepath.Join(s.Dir, sub), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		path := filepath.Join(s.Dir, sub)
+		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
+		}
+		// Recovery removes what it does not know in these directories: a
+		// symlink would take that outside the store.
+		if fi, err := os.Lstat(path); err != nil {
+			return err
+		} else if !fi.IsDir() {
+			return fmt.Errorf("store %s: %s is not a directory (%v): refusing to follow it out of the store", s.Dir, path, fi.Mode().Type())
 		}
 	}
 	var err error
@@ -130,7 +138,9 @@ func checkFormat(dir string) error {
 // takeLock holds an exclusive flock on dir/LOCK for the life of the
 // process, so that two daemons never serve one store.
 func takeLock(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o600)
+	// O_NOFOLLOW: the lock file is truncated and written, never through a
+	// symlink to outside the store.
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("locking store: %w", err)
 	}

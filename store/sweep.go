@@ -55,7 +55,7 @@ func (s *Store) Sweep(dryRun bool) (Swept, error) {
 		candidates = candidates[n:]
 	}
 	if !dryRun {
-		err = s.Index.Update(func(tx *index.Tx) error { return tx.ForgetGarbage() })
+		err = s.Index.ForgetGarbage()
 	}
 	return swept, err
 }

@@ -163,7 +163,6 @@ func (m *Mount) Restart() {
 // Log is what the daemon has printed so far.
 func (m *Mount) Log() string { return m.log.String() }
 
-// isMounted reports whether dir is a mountpoint of a statefs FUSE mount.
 // answers reports whether a unix socket accepts connections.
 func answers(socket string) bool {
 	c, err := net.Dial("unix", socket)
@@ -174,6 +173,7 @@ func answers(socket string) bool {
 	return true
 }
 
+// isMounted reports whether dir is a mountpoint of a statefs FUSE mount.
 func isMounted(dir string) bool {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {

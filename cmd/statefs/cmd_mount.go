@@ -12,16 +12,21 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/dustin/go-humanize"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/moby/sys/mountinfo"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/fs"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/metrics"
 	"github.com/statefs/statefs/store"
 )
 
@@ -38,6 +43,7 @@ func mountCommand() *cli.Command {
 			&cli.IntFlag{Name: "sealers", Value: 1, Usage: "files sealed at once"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 			&cli.StringFlag{Name: "pprof", Usage: "serve Go's profiler (net/http/pprof) on `ADDR`, e.g. localhost:6060"},
+			&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics on /metrics and health probes on /healthz at `ADDR`, e.g. :9810"},
 			&cli.StringFlag{Name: "read-ahead", Value: "4MiB", Usage: "how far the kernel reads ahead of a sequential reader (`SIZE`; 0: the kernel's default)"},
 			&cli.StringFlag{Name: "memory-limit", Value: "200MiB", Usage: "the heap `SIZE` the Go runtime collects garbage to stay under (a soft limit; 0: none; GOMEMLIMIT wins)"},
 			&cli.StringFlag{Name: "rules", Usage: "a rules `FILE` saying who owns which paths (default: Flink's layout)"},
@@ -109,11 +115,22 @@ func runMount(c *cli.Context) error {
 		}
 		go http.Serve(ln, nil) // net/http/pprof registers on the default mux
 	}
+	var metricsLn net.Listener // taken now, so a bad address changes nothing
+	if addr := c.String("metrics-addr"); addr != "" {
+		if metricsLn, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		defer metricsLn.Close()
+	}
 	s, pending, err := store.Open(c.String("store"))
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	var m *metrics.Metrics // nil records nothing
+	if metricsLn != nil {
+		m = metrics.New(s)
+	}
 	fsys, root := fs.New(s, fs.Options{
 		SealDelay:   c.Duration("seal-delay"),
 		Passthrough: c.Bool("passthrough"),
@@ -125,8 +142,9 @@ func runMount(c *cli.Context) error {
 			TTL:     c.Duration("hold-ttl"),
 			MinFree: c.Float64("hold-min-free") / 100,
 		},
+		Sealed: m.Sealed,
 	}, pending)
-	server, err := gofs.Mount(mnt, root, fs.MountOptions(c.Bool("allow-other"), c.Bool("debug")))
+	server, err := mountFS(mnt, root, fs.MountOptions(c.Bool("allow-other"), c.Bool("debug")), m)
 	if err != nil {
 		fsys.Shutdown()
 		return fmt.Errorf("mounting %s: %w", mnt, err)
@@ -136,13 +154,18 @@ func runMount(c *cli.Context) error {
 			slog.Warn("could not set the mount's read-ahead; the kernel's default stays", "err", err)
 		}
 	}
-	ctl := &control.Server{Store: s, FS: fsys, Mountpoint: mnt}
+	ctl := &control.Server{Store: s, FS: fsys, Mountpoint: mnt, Collected: m.Collected}
 	if err := ctl.Listen(); err != nil {
 		server.Unmount()
 		fsys.Shutdown()
 		return err
 	}
 	defer ctl.Close()
+	if metricsLn != nil {
+		srv := metrics.NewServer(m, &metrics.Health{Mountpoint: mnt, Store: s.Dir})
+		go srv.Serve(metricsLn)
+		defer srv.Close()
+	}
 	if every := c.Duration("gc-interval"); every > 0 {
 		ctx, stop := context.WithCancel(c.Context)
 		defer stop()
@@ -155,24 +178,95 @@ func runMount(c *cli.Context) error {
 	}
 	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(pending))
 
+	served := make(chan struct{})
 	go func() {
-		sig := <-signals
-		slog.Info("unmounting", "signal", sig.String())
-		if err := server.Unmount(); err != nil {
-			slog.Error("unmount failed; retrying lazily", "err", err)
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
+		server.Wait()
+		close(served)
 	}()
-	server.Wait()
+	select {
+	case <-served: // unmounted from outside (umount)
+	case sig := <-signals:
+		slog.Info("unmounting", "signal", sig.String())
+		stop(server, mnt, served)
+	}
 	fsys.Shutdown()
 	slog.Info("unmounted", "mountpoint", mnt)
 	return nil
 }
 
+// mountFS is gofs.Mount with the kernel's requests counted and timed by m
+// (nil: not).
+func mountFS(mnt string, root gofs.InodeEmbedder, opts *gofs.Options, m *metrics.Metrics) (*fuse.Server, error) {
+	server, err := fuse.NewServer(m.FUSE(gofs.NewNodeFS(root, opts)), mnt, &opts.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		return nil, err
+	}
+	return server, nil
+}
+
+// stopGrace is how long a mount that is still in use (open files, binds of
+// it) is served after SIGTERM.
+const stopGrace = 5 * time.Second
+
+// stop unmounts mnt and returns once server no longer serves it (served is
+// closed), or after stopGrace: a busy mount (open files) is detached, and
+// binds of the mount (CSI volumes) keep it served after the unmount, which
+// would keep the daemon alive for ever. Then the connection is ended; the
+// binds go stale (ENOTCONN) until the next daemon mounts and the CSI plugin
+// binds them again.
+func stop(server *fuse.Server, mnt string, served <-chan struct{}) {
+	var st unix.Stat_t
+	statErr := unix.Stat(mnt, &st)
+	unmounted := make(chan error, 1)
+	go func() { unmounted <- server.Unmount() }()
+	grace := time.After(stopGrace)
+	for {
+		select {
+		case <-served:
+			return
+		case err := <-unmounted:
+			unmounted = nil
+			if err != nil {
+				slog.Warn("the mount is busy; detaching it", "err", err)
+				if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+					slog.Error("detaching the mount failed", "err", err)
+				}
+			}
+			continue
+		case <-grace:
+		}
+		break
+	}
+	slog.Warn("the mount is still in use (open files or binds of it); ending its connection", "after", stopGrace)
+	if statErr == nil {
+		// fusectl names a connection's directory by its device number.
+		abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", st.Dev)
+		if err := os.WriteFile(abort, []byte("1"), 0); err != nil {
+			slog.Warn("could not end the FUSE connection; the daemon's exit ends it", "err", err)
+		}
+	}
+	select {
+	case <-served:
+	case <-time.After(time.Second):
+	}
+}
+
 // checkMountpoint refuses a mountpoint that is missing, not a directory,
-// or not empty, before anything is touched.
+// or not empty, before anything is touched. A dead statefs mount there (its
+// daemon was killed) is detached first, as a restarted daemon finds it.
 func checkMountpoint(mnt string) error {
 	st, err := os.Stat(mnt)
+	if errors.Is(err, syscall.ENOTCONN) && isFUSEMount(mnt) {
+		slog.Warn("detaching the dead mount a previous daemon left", "mountpoint", mnt)
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("mountpoint %s: detaching the dead mount there: %w", mnt, err)
+		}
+		st, err = os.Stat(mnt)
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("mountpoint %s does not exist", mnt)
 	}
@@ -191,4 +285,11 @@ func checkMountpoint(mnt string) error {
 		return fmt.Errorf("mountpoint %s is not empty", mnt)
 	}
 	return nil
+}
+
+// isFUSEMount reports whether mnt is the mountpoint of a FUSE filesystem,
+// by the mount table (a dead one cannot be asked).
+func isFUSEMount(mnt string) bool {
+	mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(mnt))
+	return err == nil && len(mounts) > 0 && strings.HasPrefix(mounts[len(mounts)-1].FSType, "fuse")
 }

@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -30,13 +29,18 @@ func main() {
 			duCommand(),
 			heldCommand(),
 			restoreCommand(),
+			csiCommand(),
 		},
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"STATEFS_LOG_FORMAT"},
+				Usage: "write logs to stderr in `FORMAT`: text, or json (one JSON object a line)"},
+		},
+		Before:       func(c *cli.Context) error { return setLogger(c.String("log-format")) },
 		OnUsageError: usageError,
 		ErrWriter:    os.Stderr,
 		// Errors are printed once, by main, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "statefs:", oneLine(err))
 		os.Exit(1)

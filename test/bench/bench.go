@@ -16,6 +16,7 @@ import (
 // and what the workloads share (the checkpoint source, statefs's peak RSS).
 type bench struct {
 	cfg      config
+	dir      string // the work dir, absolute
 	repo     string
 	out      io.Writer // progress lines
 	start    time.Time
@@ -46,7 +47,7 @@ func run(cfg config, repo string, out io.Writer) (*Report, error) {
 		return nil, err
 	}
 	detachStale(dir)
-	b := &bench{cfg: cfg, repo: repo, out: out, start: time.Now(),
+	b := &bench{cfg: cfg, dir: dir, repo: repo, out: out, start: time.Now(),
 		bin: filepath.Join(dir, "bin"), logs: filepath.Join(dir, "logs"), servingRSS: map[string]int64{}}
 	if err := b.prepare(dir); err != nil {
 		return nil, err

@@ -61,7 +61,7 @@ func tinyConfig(repo, dir string) config {
 	c.RocksDB = rocksDBSize{Keys: 2000, NoSyncKeys: 2000, ValueSize: 400, Reads: 2000, Checkpoints: 2, WritesBetween: 200, Reps: 1}
 	c.Metadata = metadataSize{Files: 300, Dirs: 10, Reps: 1}
 	c.Restart = restartSize{Inodes: 1000, Reps: 1}
-	c.Collector = collectorSize{Files: 10, FileMiB: 1, CopyCheckpoints: 2, Reps: 1}
+	c.Collector = collectorSize{Files: 10, FileMiB: 1, CopyCheckpoints: 2, Reps: 1, Chunks: 2000, ChunksPerFile: 100}
 	return c
 }
 

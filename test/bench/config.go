@@ -66,6 +66,9 @@ type collectorSize struct {
 	FileMiB         int
 	CopyCheckpoints int
 	Reps            int
+	// Chunks and ChunksPerFile size the store of the run at the size.
+	Chunks        int
+	ChunksPerFile int
 }
 
 func defaultConfig(repo string) config {
@@ -82,7 +85,7 @@ func defaultConfig(repo string) config {
 		RocksDB:   rocksDBSize{Keys: 30000, NoSyncKeys: 100000, ValueSize: 400, Reads: 100000, Checkpoints: 10, WritesBetween: 2000},
 		Metadata:  metadataSize{Files: 50000, Dirs: 100, Reps: 2},
 		Restart:   restartSize{Inodes: 100000},
-		Collector: collectorSize{Files: 500, FileMiB: 4, CopyCheckpoints: 2},
+		Collector: collectorSize{Files: 500, FileMiB: 4, CopyCheckpoints: 2, Chunks: 1_000_000, ChunksPerFile: 1000},
 	}
 }
 
@@ -121,6 +124,8 @@ func parseFlags(repo string, args []string) (config, error) {
 	fs.IntVar(&c.Collector.Files, "gc-files", c.Collector.Files, "workload 7: files written, half of them by a job that is gone")
 	fs.IntVar(&c.Collector.FileMiB, "gc-file-mib", c.Collector.FileMiB, "workload 7: size of each in MiB (chunks average 1 MiB)")
 	fs.IntVar(&c.Collector.CopyCheckpoints, "gc-copy-checkpoints", c.Collector.CopyCheckpoints, "workload 7: checkpoints of workload 1 copied in while the collector runs")
+	fs.IntVar(&c.Collector.Chunks, "gc-chunks", c.Collector.Chunks, "workload 7: chunks in the store gc runs over offline (the issue's 1,000,000)")
+	fs.IntVar(&c.Collector.ChunksPerFile, "gc-chunks-per-file", c.Collector.ChunksPerFile, "workload 7: chunks of each file of that store")
 	fs.IntVar(&c.Collector.Reps, "gc-reps", c.Collector.Reps, "workload 7: repetitions (0: --reps)")
 
 	if err := fs.Parse(args); err != nil {
@@ -165,11 +170,15 @@ func (c config) check() error {
 		"--rocksdb-reads": c.RocksDB.Reads, "--rocksdb-checkpoints": c.RocksDB.Checkpoints,
 		"--rocksdb-writes-between": c.RocksDB.WritesBetween, "--meta-files": c.Metadata.Files, "--meta-dirs": c.Metadata.Dirs,
 		"--restart-inodes": c.Restart.Inodes, "--gc-file-mib": c.Collector.FileMiB, "--gc-copy-checkpoints": c.Collector.CopyCheckpoints,
+		"--gc-chunks-per-file": c.Collector.ChunksPerFile,
 	}
 	for name, v := range positive {
 		if v <= 0 {
 			return fmt.Errorf("%s must be positive, got %d", name, v)
 		}
+	}
+	if c.Collector.Chunks < 2*c.Collector.ChunksPerFile {
+		return fmt.Errorf("--gc-chunks must be at least twice --gc-chunks-per-file (a file for each job), got %d", c.Collector.Chunks)
 	}
 	if c.Collector.Files < 2 {
 		return fmt.Errorf("--gc-files must be at least 2 (half of them become garbage), got %d", c.Collector.Files)

@@ -1,0 +1,141 @@
+// Package metrics is what the daemon tells its operators: Prometheus metrics
+// of the FUSE operations it serves, of its seals and collector runs and of
+// its store, and the health that liveness and readiness probes ask for.
+//
+// Two costs are kept apart. The FUSE operations are counted and timed on
+// every request, so that path only touches observers created up front (no
+// allocation, no lock, no label lookup). Everything about the store (bytes,
+// chunks, staging, jobs) is read when Prometheus scrapes, never on the
+// write path.
+package metrics
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/store"
+)
+
+// Metrics are the metrics of one mounted store, in a registry of their own.
+// The methods that record something (FUSE, Sealed, Collected) do nothing on
+// a nil *Metrics, so a daemon without --metrics-addr passes nil and pays
+// nothing.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	ops          *prometheus.HistogramVec
+	opLatency    [numOps]prometheus.Observer // ops' children, looked up once
+	readBytes    prometheus.Counter
+	writtenBytes prometheus.Counter
+	sealDuration prometheus.Histogram
+	gcRuns       *prometheus.CounterVec
+	gcFreed      prometheus.Counter
+	gcCollected  prometheus.Counter
+}
+
+// New makes the metrics of the store s: s is read at every scrape (see
+// storeCollector), the rest is recorded by the hooks.
+func New(s *store.Store) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		ops: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "statefs_fuse_op_duration_seconds",
+			Help: "How long the daemon took to answer FUSE requests, by operation; _count is the number of requests. " +
+				"Reads and writes of files open through FUSE passthrough never reach the daemon and are not counted.",
+			// 10µs to 2.6s: a cached getattr to a sealed read that waits for the disk.
+			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10),
+		}, []string{"op"}),
+		readBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "statefs_fuse_read_bytes_total",
+			Help: "Bytes the daemon answered FUSE reads with. Reads of files open through FUSE passthrough go from the kernel to the staging file and are not counted.",
+		}),
+		writtenBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "statefs_fuse_written_bytes_total",
+			Help: "Bytes written through the daemon. Writes to files open through FUSE passthrough go from the kernel to the staging file and are not counted.",
+		}),
+		sealDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "statefs_seal_duration_seconds",
+			Help: "How long sealing a file took, from its staging content to the committed manifest; _count is the number of files sealed.",
+			// 1ms to 65s: a small file inlined to a multi-GB SST file.
+			Buckets: prometheus.ExponentialBuckets(1e-3, 4, 9),
+		}),
+		gcRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statefs_gc_runs_total",
+			Help: "Collector runs in this daemon (periodic or asked for on the control socket; dry runs aside), by result: ok or failed.",
+		}, []string{"result"}),
+		gcFreed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "statefs_gc_freed_bytes_total",
+			Help: "Bytes of chunk files the collector's sweeps removed from the disk.",
+		}),
+		gcCollected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "statefs_gc_collected_total",
+			Help: "Jobs and executor trees whose state the collector removed.",
+		}),
+	}
+	for op, name := range opNames {
+		m.opLatency[op] = m.ops.WithLabelValues(name)
+	}
+	for _, result := range []string{"ok", "failed"} {
+		m.gcRuns.WithLabelValues(result)
+	}
+	m.Registry.MustRegister(m.ops, m.readBytes, m.writtenBytes, m.sealDuration, m.gcRuns, m.gcFreed, m.gcCollected,
+		newStoreCollector(s, storeScanInterval),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in Prometheus's text format. A store that
+// cannot be read fails only the store's metrics, not the whole scrape.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      errorLog{},
+	})
+}
+
+// Sealed records one file sealed in took. It is fs.Options.Sealed.
+func (m *Metrics) Sealed(took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.sealDuration.Observe(took.Seconds())
+}
+
+// Collected records one collector run that was not dry. It is
+// control.Server.Collected.
+func (m *Metrics) Collected(r gc.Report, err error) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "failed" // what it removed before it failed is in r all the same
+	}
+	m.gcRuns.WithLabelValues(result).Inc()
+	m.gcFreed.Add(float64(r.Swept.Bytes))
+	m.gcCollected.Add(float64(len(r.Collected)))
+}
+
+// errorLog sends promhttp's complaints to the daemon's log.
+type errorLog struct{}
+
+func (errorLog) Println(v ...any) {
+	slog.Warn("serving metrics", "err", fmt.Sprint(v...))
+}
+
+// NewServer makes the daemon's operations endpoint: m on /metrics, h on
+// /healthz.
+func NewServer(m *Metrics, h *Health) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.Handle("GET /healthz", h)
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+}

@@ -1,0 +1,303 @@
+package metrics
+
+// White-box tests: they read the registry the way Prometheus would, and
+// build the store collector with no scan interval so each gather rescans.
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
+	"github.com/statefs/statefs/store"
+)
+
+// sample is the value of metric name whose labels include the pairs in
+// labels (name, value, ...): a counter's or gauge's value, a histogram's
+// count. It fails the test if g has no such metric.
+func sample(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if !hasLabels(m, labels) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	t.Fatalf("no metric %s%v", name, labels)
+	return 0
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	for i := 0; i+1 < len(labels); i += 2 {
+		found := false
+		for _, l := range m.GetLabel() {
+			found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// fakeFS answers getattr, read and write as a node tree would, and
+// everything else with ENOSYS.
+type fakeFS struct {
+	fuse.RawFileSystem
+	read fuse.ReadResult
+}
+
+func newFakeFS() *fakeFS {
+	return &fakeFS{RawFileSystem: fuse.NewDefaultRawFileSystem(), read: fuse.ReadResultData(make([]byte, 4096))}
+}
+
+func (f *fakeFS) GetAttr(<-chan struct{}, *fuse.GetAttrIn, *fuse.AttrOut) fuse.Status { return fuse.OK }
+
+func (f *fakeFS) Read(<-chan struct{}, *fuse.ReadIn, []byte) (fuse.ReadResult, fuse.Status) {
+	return f.read, fuse.OK
+}
+
+func (f *fakeFS) Writev(_ <-chan struct{}, _ *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
+	n := 0
+	for _, b := range data {
+		n += len(b)
+	}
+	return uint32(n), fuse.OK
+}
+
+func TestFUSEOpsAreCountedAndTimed(t *testing.T) {
+	m := New(storetest.New(t).S)
+	raw := m.FUSE(newFakeFS())
+	for range 3 {
+		raw.GetAttr(nil, &fuse.GetAttrIn{}, &fuse.AttrOut{})
+	}
+	raw.Read(nil, &fuse.ReadIn{}, nil)
+	raw.Writev(nil, &fuse.WriteIn{}, [][]byte{make([]byte, 100), make([]byte, 28)})
+	raw.Lookup(nil, &fuse.InHeader{}, "x", &fuse.EntryOut{}) // ENOSYS is still a request answered
+
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"statefs_fuse_op_duration_seconds", []string{"op", "getattr"}, 3},
+		{"statefs_fuse_op_duration_seconds", []string{"op", "read"}, 1},
+		{"statefs_fuse_op_duration_seconds", []string{"op", "write"}, 1},
+		{"statefs_fuse_op_duration_seconds", []string{"op", "lookup"}, 1},
+		{"statefs_fuse_op_duration_seconds", []string{"op", "mkdir"}, 0},
+		{"statefs_fuse_read_bytes_total", nil, 4096},
+		{"statefs_fuse_written_bytes_total", nil, 128},
+	} {
+		if got := sample(t, m.Registry, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+// A failed write writes nothing, and ENOSYS from Writev (go-fuse then calls
+// Write) is not a second request.
+func TestFUSEWriteFallbackCountsOnce(t *testing.T) {
+	m := New(storetest.New(t).S)
+	raw := m.FUSE(fuse.NewDefaultRawFileSystem())
+	raw.Writev(nil, &fuse.WriteIn{}, [][]byte{make([]byte, 10)})
+	raw.Write(nil, &fuse.WriteIn{}, make([]byte, 10))
+	if got := sample(t, m.Registry, "statefs_fuse_op_duration_seconds", "op", "write"); got != 1 {
+		t.Errorf("write requests = %v, want 1", got)
+	}
+	if got := sample(t, m.Registry, "statefs_fuse_written_bytes_total"); got != 0 {
+		t.Errorf("written bytes = %v, want 0 (every write failed)", got)
+	}
+}
+
+// The FUSE path runs on every kernel request: it must not allocate.
+func TestFUSEPathAllocatesNothing(t *testing.T) {
+	s, _, err := store.Open(t.TempDir()) // not storetest's: AllocsPerRun wants no parallel tests
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m := New(s)
+	raw := m.FUSE(newFakeFS())
+	in, out := &fuse.GetAttrIn{}, &fuse.AttrOut{}
+	rin, win, data := &fuse.ReadIn{}, &fuse.WriteIn{}, [][]byte{make([]byte, 512)}
+	for name, call := range map[string]func(){
+		"getattr": func() { raw.GetAttr(nil, in, out) },
+		"read":    func() { raw.Read(nil, rin, nil) },
+		"writev":  func() { raw.Writev(nil, win, data) },
+	} {
+		if n := testing.AllocsPerRun(1000, call); n != 0 {
+			t.Errorf("%s allocates %v times per call, want 0", name, n)
+		}
+	}
+}
+
+func TestNilMetricsRecordNothing(t *testing.T) {
+	var m *Metrics
+	raw := fuse.NewDefaultRawFileSystem()
+	if m.FUSE(raw) != raw {
+		t.Error("a nil *Metrics wraps the file system")
+	}
+	m.Sealed(time.Second)
+	m.Collected(gc.Report{}, nil)
+}
+
+func TestSealsAndCollectorRuns(t *testing.T) {
+	m := New(storetest.New(t).S)
+	m.Sealed(20 * time.Millisecond)
+	m.Sealed(3 * time.Second)
+	m.Collected(gc.Report{Collected: make([]gc.Candidate, 2), Swept: store.Swept{Chunks: 3, Bytes: 3 << 20}}, nil)
+	m.Collected(gc.Report{Swept: store.Swept{Bytes: 1 << 20}}, errors.New("oracle gone"))
+
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"statefs_seal_duration_seconds", nil, 2},
+		{"statefs_gc_runs_total", []string{"result", "ok"}, 1},
+		{"statefs_gc_runs_total", []string{"result", "failed"}, 1},
+		{"statefs_gc_freed_bytes_total", nil, 4 << 20},
+		{"statefs_gc_collected_total", nil, 2},
+	} {
+		if got := sample(t, m.Registry, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+func TestStoreMetricsAreReadWhenScraped(t *testing.T) {
+	f := storetest.New(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStoreCollector(f.S, 0))
+	if got := sample(t, reg, "statefs_files"); got != 0 {
+		t.Fatalf("statefs_files = %v on an empty store", got)
+	}
+
+	const job, id = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	subtask := "tm_a/localState/aid_" + id + "/jid_" + job + "/vtx_" + id + "_sti_0/"
+	content := []byte(strings.Repeat("state ", 20000)) // compresses, more than inline
+	f.Write(subtask+"chk_1/sst", content, 0, true)
+	f.Write(subtask+"chk_2/sst", content, 0, true) // a duplicate
+	f.Write("tm_a/tmp/wal", []byte("not sealed yet"), 0, false)
+	err := f.S.Index.Update(func(tx *index.Tx) error {
+		j, err := tx.Job(job)
+		if err != nil {
+			return err
+		}
+		j.Verdict = gc.Gone.String()
+		return tx.PutJob(j)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"statefs_files", nil, 3},
+		{"statefs_unsealed_files", nil, 1},
+		{"statefs_staging_files", nil, 1},
+		{"statefs_staging_bytes", nil, float64(len("not sealed yet"))},
+		{"statefs_logical_bytes", nil, float64(2*len(content) + len("not sealed yet"))},
+		{"statefs_jobs", []string{"verdict", "gone"}, 1},
+		{"statefs_jobs", []string{"verdict", "live"}, 0},
+		{"statefs_jobs", []string{"verdict", "unknown"}, 0},
+	} {
+		if got := sample(t, reg, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if got := sample(t, reg, "statefs_chunks"); got < 1 {
+		t.Errorf("statefs_chunks = %v, want at least 1", got)
+	}
+	physical := sample(t, reg, "statefs_physical_bytes")
+	if physical <= 0 || physical >= float64(len(content)) {
+		t.Errorf("statefs_physical_bytes = %v, want more than 0 and less than one copy (%d): deduplicated and compressed", physical, len(content))
+	}
+	if got := sample(t, reg, "statefs_saved_ratio"); got <= 2 {
+		t.Errorf("statefs_saved_ratio = %v, want more than 2 for two copies of compressible content", got)
+	}
+}
+
+// One scan answers the scrapes within the interval.
+func TestStoreScanIsShared(t *testing.T) {
+	f := storetest.New(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStoreCollector(f.S, time.Hour))
+	sample(t, reg, "statefs_files")
+	f.Write("a", []byte("a"), 0, false)
+	if got := sample(t, reg, "statefs_files"); got != 0 {
+		t.Errorf("statefs_files = %v within the interval, want the first scan's 0", got)
+	}
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	m := New(storetest.New(t).S)
+	problems, err := testutil.GatherAndLint(m.Registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "statefs_") {
+			t.Errorf("lint: %s: %s", p.Metric, p.Text)
+		}
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d\n%s", rec.Code, rec.Body)
+	}
+	for _, name := range []string{"statefs_fuse_op_duration_seconds_bucket", "statefs_seal_duration_seconds_count",
+		"statefs_logical_bytes", "statefs_jobs{verdict=\"gone\"}", "statefs_gc_runs_total{result=\"ok\"}", "go_goroutines"} {
+		if !strings.Contains(rec.Body.String(), name) {
+			t.Errorf("GET /metrics has no %s", name)
+		}
+	}
+}
+
+func TestHealthOfADirectoryThatIsNoMount(t *testing.T) {
+	for _, c := range []struct {
+		name, mountpoint, want string
+	}{
+		{"plain directory", t.TempDir(), "is not a FUSE mount"},
+		{"missing", "/nonexistent/statefs-mnt", "does not serve"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := &Health{Mountpoint: c.mountpoint, Store: t.TempDir()}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+			body := strings.TrimSuffix(rec.Body.String(), "\n")
+			if rec.Code != http.StatusServiceUnavailable || !strings.Contains(body, c.want) || strings.Contains(body, "\n") {
+				t.Errorf("GET /healthz = %d %q, want 503 and one line saying %q", rec.Code, body, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,291 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	spec "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// csiPlugin is one running `statefs csi` serving the volumes of a Mount.
+type csiPlugin struct {
+	t        testing.TB
+	endpoint string
+	args     []string
+	cmd      *exec.Cmd
+	log      *bytes.Buffer
+	done     chan error
+	spec.IdentityClient
+	spec.NodeClient
+}
+
+// startCSI runs `statefs csi` on m, with a socket in a fresh temp dir, and
+// connects to it once it serves. It is stopped when the test ends.
+func startCSI(t testing.TB, m *Mount) *csiPlugin {
+	t.Helper()
+	// A unix socket path has at most 107 bytes; t.TempDir's may be longer.
+	sockDir, err := os.MkdirTemp("", "csi-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	p := &csiPlugin{t: t, endpoint: "unix://" + filepath.Join(sockDir, "csi.sock")}
+	p.args = []string{"csi", "--endpoint", p.endpoint, "--node-id", "node-1",
+		"--store", m.Store, "--mount", m.Dir, "--rebind-interval", "100ms"}
+	p.Start()
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// Start runs the plugin and waits until its socket accepts connections.
+func (p *csiPlugin) Start() {
+	p.t.Helper()
+	p.cmd = exec.Command(binary, p.args...)
+	p.log = &bytes.Buffer{}
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	require.NoError(p.t, p.cmd.Start())
+	p.done = make(chan error, 1)
+	go func(c *exec.Cmd, done chan error) { done <- c.Wait() }(p.cmd, p.done)
+	socket := strings.TrimPrefix(p.endpoint, "unix://")
+	deadline := time.Now().Add(15 * time.Second)
+	for !answers(socket) {
+		select {
+		case err := <-p.done:
+			p.cmd = nil
+			p.t.Fatalf("statefs csi exited before serving: %v\n%s", err, p.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("statefs csi did not serve within 15s\n%s", p.log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	conn, err := grpc.NewClient(p.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(p.t, err)
+	p.t.Cleanup(func() { conn.Close() })
+	p.IdentityClient, p.NodeClient = spec.NewIdentityClient(conn), spec.NewNodeClient(conn)
+}
+
+// Stop sends SIGTERM and checks that the plugin exits 0.
+func (p *csiPlugin) Stop() {
+	p.t.Helper()
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			p.t.Errorf("statefs csi exited with %v\n%s", err, p.log)
+		}
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+		p.t.Errorf("statefs csi did not exit within 15s of SIGTERM\n%s", p.log)
+	}
+	p.cmd = nil
+}
+
+// detachAllUnder detaches every mount below dir, deepest first: the binds
+// a failed test leaves keep the daemon's FUSE connection, and so its
+// unmount, from finishing.
+func detachAllUnder(t testing.TB, dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range points {
+		unix.Unmount(p, unix.MNT_DETACH)
+	}
+}
+
+// mountCount is how many mounts are stacked at dir.
+func mountCount(t testing.TB, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	var n int
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			n++
+		}
+	}
+	return n
+}
+
+// writeSynced writes data to path and fsyncs it: what fsync covered
+// survives the daemon's SIGKILL (invariant 1).
+func writeSynced(t testing.TB, path string, data []byte) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	_, err = f.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
+}
+
+func mountRequest(id, target string, vc map[string]string) *spec.NodePublishVolumeRequest {
+	return &spec.NodePublishVolumeRequest{
+		VolumeId:   id,
+		TargetPath: target,
+		VolumeCapability: &spec.VolumeCapability{
+			AccessType: &spec.VolumeCapability_Mount{Mount: &spec.VolumeCapability_MountVolume{}},
+			AccessMode: &spec.VolumeCapability_AccessMode{Mode: spec.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+		},
+		VolumeContext: vc,
+	}
+}
+
+// TestCSIVolumesSurviveRestarts drives the real plugin over gRPC on a real
+// mount through the sequence the design promises to survive: two pods'
+// volumes published, the plugin restarted (the binds keep working), the
+// daemon killed and started again (the binds go stale, and the plugin binds
+// them again with the data intact), then unpublished and published again.
+func TestCSIVolumesSurviveRestarts(t *testing.T) {
+	m := mountFS(t)
+	pods := t.TempDir()
+	// Cleanups run last-registered first: the plugin stops, the binds go,
+	// then the daemon unmounts.
+	t.Cleanup(func() { detachAllUnder(t, pods) })
+	p := startCSI(t, m)
+	ctx := context.Background()
+
+	probe, err := p.Probe(ctx, &spec.ProbeRequest{})
+	require.NoError(t, err)
+	require.True(t, probe.GetReady().GetValue(), "the daemon serves")
+
+	a, b := filepath.Join(pods, "a", "vol"), filepath.Join(pods, "b", "vol")
+	require.NoError(t, os.Mkdir(filepath.Dir(a), 0o750))
+	require.NoError(t, os.Mkdir(filepath.Dir(b), 0o750))
+	pubA := mountRequest("pv-a", a, map[string]string{"volumeName": "tm-a"})
+	pubB := mountRequest("csi-0f3e", b, map[string]string{
+		"csi.storage.k8s.io/ephemeral": "true", "csi.storage.k8s.io/pod.name": "flink-taskmanager-1",
+	})
+	for _, req := range []*spec.NodePublishVolumeRequest{pubA, pubB} {
+		_, err := p.NodePublishVolume(ctx, req)
+		require.NoError(t, err, req.GetVolumeId())
+	}
+
+	stateA, stateB := pseudoRandom(300<<10, 1), pseudoRandom(5000, 2)
+	writeSynced(t, filepath.Join(a, "tm_a", "state"), stateA)
+	writeSynced(t, filepath.Join(b, "tm_b", "state"), stateB)
+	requireContent(t, m.Path("volumes", "tm-a", "tm_a", "state"), stateA)
+	requireContent(t, m.Path("volumes", "flink-taskmanager-1", "tm_b", "state"), stateB)
+	requireNames(t, a, "tm_a")
+	requireNames(t, b, "tm_b")
+
+	// The plugin restarts: the binds are the kernel's, not its own.
+	p.Stop()
+	requireContent(t, filepath.Join(a, "tm_a", "state"), stateA)
+	p.Start()
+	_, err = p.NodePublishVolume(ctx, pubA)
+	require.NoError(t, err, "publishing again after a restart")
+	require.Equal(t, 1, mountCount(t, a))
+	requireContent(t, filepath.Join(b, "tm_b", "state"), stateB)
+
+	// The daemon dies: every bind of its mount goes stale.
+	m.Kill()
+	for _, file := range []string{filepath.Join(a, "tm_a", "state"), filepath.Join(b, "tm_b", "state")} {
+		_, err := os.ReadFile(file)
+		require.True(t, errors.Is(err, syscall.ENOTCONN), "stale %s: %v", file, err)
+	}
+	probe, err = p.Probe(ctx, &spec.ProbeRequest{})
+	require.NoError(t, err)
+	require.False(t, probe.GetReady().GetValue(), "no daemon, not ready")
+	_, err = p.NodeGetVolumeStats(ctx, &spec.NodeGetVolumeStatsRequest{VolumeId: "pv-a", VolumePath: a})
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+
+	// A stale target unpublishes like a live one.
+	unpublishB := &spec.NodeUnpublishVolumeRequest{VolumeId: pubB.GetVolumeId(), TargetPath: b}
+	_, err = p.NodeUnpublishVolume(ctx, unpublishB)
+	require.NoError(t, err)
+	require.Equal(t, 0, mountCount(t, b))
+	require.NoDirExists(t, b)
+
+	// The daemon comes back, and the plugin binds the stale target again;
+	// the unpublished one it leaves alone.
+	m.Start()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var st unix.Statfs_t
+		err := unix.Statfs(a, &st)
+		if err == nil {
+			break
+		}
+		require.True(t, errors.Is(err, syscall.ENOTCONN), "%v", err)
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still stale 20s after the daemon came back\n%s", a, p.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, 1, mountCount(t, a), "the stale bind is gone, one live bind is there")
+	require.NoDirExists(t, b)
+	_, err = p.NodePublishVolume(ctx, pubB)
+	require.NoError(t, err)
+	requireContent(t, filepath.Join(a, "tm_a", "state"), stateA)
+	requireContent(t, filepath.Join(b, "tm_b", "state"), stateB)
+	requireNames(t, a, "tm_a")
+	requireNames(t, b, "tm_b")
+	writeSynced(t, filepath.Join(a, "tm_a", "after"), []byte("written after the restart"))
+	requireContent(t, m.Path("volumes", "tm-a", "tm_a", "after"), []byte("written after the restart"))
+
+	stats, err := p.NodeGetVolumeStats(ctx, &spec.NodeGetVolumeStatsRequest{VolumeId: "pv-a", VolumePath: a})
+	require.NoError(t, err)
+	for _, u := range stats.GetUsage() {
+		switch u.GetUnit() {
+		case spec.VolumeUsage_BYTES:
+			require.EqualValues(t, len(stateA)+len("written after the restart"), u.GetUsed())
+		case spec.VolumeUsage_INODES:
+			require.EqualValues(t, 4, u.GetUsed(), "the root, tm_a, state, after")
+		}
+	}
+
+	// Unpublished, the tree stays; published again, it shows the data.
+	for _, req := range []*spec.NodePublishVolumeRequest{pubA, pubB, pubA} {
+		_, err := p.NodeUnpublishVolume(ctx, &spec.NodeUnpublishVolumeRequest{VolumeId: req.GetVolumeId(), TargetPath: req.GetTargetPath()})
+		require.NoError(t, err)
+		require.Equal(t, 0, mountCount(t, req.GetTargetPath()))
+		require.NoDirExists(t, req.GetTargetPath())
+	}
+	requireContent(t, m.Path("volumes", "tm-a", "tm_a", "state"), stateA)
+	_, err = p.NodePublishVolume(ctx, pubA)
+	require.NoError(t, err)
+	requireContent(t, filepath.Join(a, "tm_a", "after"), []byte("written after the restart"))
+	_, err = p.NodeUnpublishVolume(ctx, &spec.NodeUnpublishVolumeRequest{VolumeId: "pv-a", TargetPath: a})
+	require.NoError(t, err)
+}
+
+// requireNames fails unless dir holds exactly names.
+func requireNames(t testing.TB, dir string, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	require.ElementsMatch(t, names, got, "%s holds only its own volume's files", dir)
+}

@@ -1,0 +1,54 @@
+package test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A daemon killed without unmounting leaves a dead mount (ENOTCONN) on its
+// mountpoint; the next daemon detaches it and serves there, as a restarted
+// container must.
+func TestMountOverDeadMount(t *testing.T) {
+	m := mountFS(t)
+	data := []byte("written before the kill")
+	writeSynced(t, m.Path("f"), data)
+	m.cmd.Process.Kill()
+	<-m.done
+	m.cmd = nil
+	if _, err := os.Stat(m.Path("f")); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("stat in the dead mount: %v, want ENOTCONN", err)
+	}
+	m.Start()
+	requireContent(t, m.Path("f"), data)
+}
+
+// SIGTERM stops a daemon whose mount is bound elsewhere (a CSI volume)
+// within its grace: the bind goes stale instead of keeping the daemon
+// serving it for ever, and the next daemon serves the mountpoint again.
+func TestStopWithBinds(t *testing.T) {
+	m := mountFS(t)
+	data := []byte("seen through the bind")
+	writeSynced(t, m.Path("f"), data)
+	bind := t.TempDir()
+	if err := unix.Mount(m.Dir, bind, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(bind, unix.MNT_DETACH) })
+	requireContent(t, filepath.Join(bind, "f"), data)
+	start := time.Now()
+	m.Unmount() // fails the test unless the daemon exits 0 within 30 s
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the daemon took %v to stop", took)
+	}
+	if _, err := os.Stat(filepath.Join(bind, "f")); !errors.Is(err, syscall.ENOTCONN) {
+		t.Errorf("stat through the bind after the daemon stopped: %v, want ENOTCONN", err)
+	}
+	m.Start()
+	requireContent(t, m.Path("f"), data)
+}

@@ -1,0 +1,314 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"golang.org/x/sys/unix"
+
+	"github.com/statefs/statefs/control"
+	"github.com/statefs/statefs/internal/testenv"
+)
+
+// freeAddr is a loopback address no one listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// get fetches http://addr/path and returns the status and body.
+func get(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// scrape is one GET /metrics, parsed.
+type scrape map[string]*dto.MetricFamily
+
+func scrapeMetrics(t *testing.T, addr string) scrape {
+	t.Helper()
+	code, body := get(t, addr, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d\n%s", code, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return families
+}
+
+// value is the counter's or gauge's value, or the histogram's count, of
+// metric name with label op=op (op "" for a metric without labels); 0 if
+// the scrape has none.
+func (s scrape) value(name, op string) float64 {
+	f := s[name]
+	if f == nil {
+		return 0
+	}
+	for _, m := range f.GetMetric() {
+		if op != "" && !(len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == op) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return 0
+}
+
+// eventually scrapes until ok holds for the scrape, or fails after limit.
+func eventually(t *testing.T, addr string, limit time.Duration, what string, ok func(scrape) bool) scrape {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		s := scrapeMetrics(t, addr)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", limit, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// fsImmutableFL is FS_IMMUTABLE_FL of linux/fs.h (golang.org/x/sys/unix
+// does not name it).
+const fsImmutableFL = 0x10
+
+// setImmutable sets or clears the immutable flag of dir (chattr +i / -i):
+// then even root cannot create or remove names in it, the one way to make
+// a directory unwritable for root without remounting its filesystem.
+func setImmutable(dir string, on bool) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		return fmt.Errorf("FS_IOC_GETFLAGS: %w", err)
+	}
+	if on {
+		flags |= fsImmutableFL
+	} else {
+		flags &^= fsImmutableFL
+	}
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(flags)); err != nil {
+		return fmt.Errorf("FS_IOC_SETFLAGS: %w", err)
+	}
+	return nil
+}
+
+// The daemon's /metrics follows what happens on the mount, and /healthz
+// says 200 while the mount serves and the store takes files, 503 with a
+// reason when it does not.
+func TestMetricsAndHealth(t *testing.T) {
+	addr := freeAddr(t)
+	// Without passthrough every write reaches the daemon, so its bytes are
+	// counted; reads of a sealed file reach it either way.
+	m := mountFS(t, "--metrics-addr", addr, "--passthrough=false", "--seal-delay", "100ms")
+	if code, body := get(t, addr, "/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("GET /healthz of a serving daemon = %d %q, want 200 ok", code, body)
+	}
+	before := scrapeMetrics(t, addr)
+
+	const size = 1 << 20
+	content := make([]byte, size)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range content {
+		content[i] = byte(rng.IntN(256))
+	}
+	path := m.Path("state.sst")
+	do(t, os.WriteFile(path, content, 0o644))
+	eventually(t, addr, 30*time.Second, "the file was not sealed", func(s scrape) bool {
+		return s.value("statefs_seal_duration_seconds", "") >= 1 && s.value("statefs_unsealed_files", "") == 0 &&
+			s.value("statefs_logical_bytes", "") >= size
+	})
+	got, err := os.ReadFile(path) // the first open of sealed content: read through the daemon
+	do(t, err)
+	if !bytes.Equal(got, content) {
+		t.Fatal("read back other bytes than written")
+	}
+	after := scrapeMetrics(t, addr)
+
+	for _, c := range []struct {
+		name, op string
+		atLeast  float64
+	}{
+		{"statefs_fuse_op_duration_seconds", "create", 1},
+		{"statefs_fuse_op_duration_seconds", "write", 1},
+		{"statefs_fuse_op_duration_seconds", "read", 1},
+		{"statefs_fuse_op_duration_seconds", "lookup", 1},
+		{"statefs_fuse_written_bytes_total", "", size},
+		{"statefs_fuse_read_bytes_total", "", size},
+	} {
+		if d := after.value(c.name, c.op) - before.value(c.name, c.op); d < c.atLeast {
+			t.Errorf("%s{op=%q} grew by %v, want at least %v", c.name, c.op, d, c.atLeast)
+		}
+	}
+	if n := after.value("statefs_chunks", ""); n < 1 {
+		t.Errorf("statefs_chunks = %v after a 1 MiB file was sealed", n)
+	}
+	for _, name := range []string{"statefs_gc_runs_total", "statefs_jobs", "statefs_saved_ratio", "statefs_physical_bytes", "statefs_staging_bytes"} {
+		if after[name] == nil {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+
+	// Make the store directory refuse new names, even to root.
+	if err := setImmutable(m.Store, true); errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EOPNOTSUPP) {
+		t.Skipf("the store's filesystem has no immutable flag (%v): /healthz of an unwritable store is not tested", err)
+	} else if err != nil {
+		t.Fatalf("chattr +i %s: %v", m.Store, err)
+	}
+	t.Cleanup(func() { setImmutable(m.Store, false) }) // runs before the unmount mountFS registered
+	code, body := get(t, addr, "/healthz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not writable") || strings.Count(strings.TrimSpace(body), "\n") != 0 {
+		t.Errorf("GET /healthz with an unwritable store = %d %q, want 503 and one line saying not writable", code, body)
+	}
+	if err := setImmutable(m.Store, false); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(t, addr, "/healthz"); code != http.StatusOK {
+		t.Errorf("GET /healthz once the store is writable again = %d %q, want 200", code, body)
+	}
+	if _, err := os.Lstat(filepath.Join(m.Store, "healthz.probe")); err == nil {
+		t.Error("the health probe left its file in the store")
+	}
+}
+
+// A --metrics-addr that cannot be listened on is refused before anything is
+// touched.
+func TestMetricsAddrRefused(t *testing.T) {
+	testenv.RequireFUSE(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, addr := range []string{"not-an-address", busy.Addr().String()} {
+		store, mnt := filepath.Join(t.TempDir(), "store"), t.TempDir()
+		r := runCLI(t, 30*time.Second, "mount", "--store", store, "--metrics-addr", addr, mnt)
+		requireOneLineError(t, r, "--metrics-addr")
+		requireNotMounted(t, mnt)
+		requireAbsent(t, store)
+	}
+}
+
+// `statefs --log-format json mount` logs one JSON object a line.
+func TestLogFormatJSON(t *testing.T) {
+	testenv.RequireFUSE(t)
+	store, mnt := filepath.Join(t.TempDir(), "store"), t.TempDir()
+	cmd := exec.Command(binary, "--log-format", "json", "mount", "--store", store, mnt)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	do(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(15 * time.Second)
+	for !isMounted(mnt) || !answers(filepath.Join(store, control.SocketName)) {
+		select {
+		case err := <-done:
+			t.Fatalf("statefs mount exited before serving: %v\n%s", err, &stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+			t.Fatalf("statefs mount did not serve within 15s\n%s", &stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("statefs mount exited with %v\n%s", err, &stderr)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("statefs mount did not exit within 30s of SIGTERM\n%s", &stderr)
+	}
+	requireNotMounted(t, mnt)
+
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		var rec struct {
+			Time  string `json:"time"`
+			Level string `json:"level"`
+			Msg   string `json:"msg"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Time == "" || rec.Level == "" {
+			t.Errorf("log line is not a JSON record with time and level: %q", line)
+			continue
+		}
+		msgs = append(msgs, rec.Msg)
+	}
+	if all := "," + strings.Join(msgs, ",") + ","; !strings.Contains(all, ",serving,") || !strings.Contains(all, ",unmounted,") {
+		t.Errorf("logged %q, want serving and unmounted among them", msgs)
+	}
+}
+
+// A --log-format other than text or json, given as the flag or in
+// STATEFS_LOG_FORMAT, is one line of error and changes nothing.
+func TestLogFormatRefused(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	r := runCLI(t, 30*time.Second, "--log-format", "yaml", "fsck", "--store", store)
+	requireOneLineError(t, r, "--log-format", "yaml")
+	requireAbsent(t, store)
+
+	cmd := exec.Command(binary, "fsck", "--store", store)
+	cmd.Env = append(os.Environ(), "STATEFS_LOG_FORMAT=xml")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	requireOneLineError(t, cliResult{stdout: stdout.String(), stderr: stderr.String(), code: code}, "--log-format", "xml")
+	requireAbsent(t, store)
+}
