@@ -118,16 +118,23 @@ func (p *Plugin) NodeUnpublishVolume(ctx context.Context, req *spec.NodeUnpublis
 
 // NodeGetVolumeStats counts the volume's tree: the logical bytes of its
 // files and its inodes, walked through the target (the tree has no other
-// index by path), with the store disk's capacity from statfs. A stale
-// target reports an abnormal condition and no usage.
+// index by path), with the store disk's capacity from statfs. A path where
+// the volume is not published, a relative one included, is NotFound; a
+// stale target is Unavailable until it is bound again.
 func (p *Plugin) NodeGetVolumeStats(ctx context.Context, req *spec.NodeGetVolumeStatsRequest) (*spec.NodeGetVolumeStatsResponse, error) {
 	if req.GetVolumeId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume_id is missing")
 	}
-	path, err := checkTarget(req.GetVolumePath(), "volume_path")
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+	path := req.GetVolumePath()
+	switch {
+	case path == "":
+		return nil, status.Error(codes.InvalidArgument, "volume_path is missing")
+	case !filepath.IsAbs(path):
+		// No volume is published at a relative path, so none is found
+		// there: NotFound, as csi-sanity expects, not InvalidArgument.
+		return nil, status.Errorf(codes.NotFound, "volume %s is not published at %s: not an absolute path", req.GetVolumeId(), path)
 	}
+	path = filepath.Clean(path)
 	pub, err := p.records().get(path)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())

@@ -175,6 +175,14 @@ func TestNodeInfoAndCapabilities(t *testing.T) {
 		got = append(got, c.GetRpc().GetType().String())
 	}
 	require.ElementsMatch(t, []string{"GET_VOLUME_STATS", "VOLUME_MOUNT_GROUP"}, got)
+
+	// What is not advertised is not implemented either.
+	_, err = n.NodeStageVolume(ctx, &spec.NodeStageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: filepath.Join(n.Dir, "staging")})
+	requireCode(t, codes.Unimplemented, err)
+	_, err = n.NodeUnstageVolume(ctx, &spec.NodeUnstageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: filepath.Join(n.Dir, "staging")})
+	requireCode(t, codes.Unimplemented, err)
+	_, err = n.NodeExpandVolume(ctx, &spec.NodeExpandVolumeRequest{VolumeId: "vol-1", VolumePath: filepath.Join(n.Dir, "vol")})
+	requireCode(t, codes.Unimplemented, err)
 }
 
 func TestSocketPath(t *testing.T) {

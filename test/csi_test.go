@@ -197,9 +197,11 @@ func TestCSIVolumesSurviveRestarts(t *testing.T) {
 	requireNames(t, a, "tm_a")
 	requireNames(t, b, "tm_b")
 
-	// The plugin restarts: the binds are the kernel's, not its own.
+	// The plugin restarts: the binds are the kernel's, not its own, and
+	// work while it is down.
 	p.Stop()
 	requireContent(t, filepath.Join(a, "tm_a", "state"), stateA)
+	writeSynced(t, filepath.Join(b, "tm_b", "while-the-plugin-was-down"), []byte("b"))
 	p.Start()
 	_, err = p.NodePublishVolume(ctx, pubA)
 	require.NoError(t, err, "publishing again after a restart")
@@ -247,6 +249,7 @@ func TestCSIVolumesSurviveRestarts(t *testing.T) {
 	require.NoError(t, err)
 	requireContent(t, filepath.Join(a, "tm_a", "state"), stateA)
 	requireContent(t, filepath.Join(b, "tm_b", "state"), stateB)
+	requireContent(t, filepath.Join(b, "tm_b", "while-the-plugin-was-down"), []byte("b"))
 	requireNames(t, a, "tm_a")
 	requireNames(t, b, "tm_b")
 	writeSynced(t, filepath.Join(a, "tm_a", "after"), []byte("written after the restart"))
@@ -275,6 +278,72 @@ func TestCSIVolumesSurviveRestarts(t *testing.T) {
 	require.NoError(t, err)
 	requireContent(t, filepath.Join(a, "tm_a", "after"), []byte("written after the restart"))
 	_, err = p.NodeUnpublishVolume(ctx, &spec.NodeUnpublishVolumeRequest{VolumeId: "pv-a", TargetPath: a})
+	require.NoError(t, err)
+}
+
+// TestCSIVolumesAreIsolated: two volumes of one mount never see each
+// other's files, by name or by content, and `..` from a target does not
+// reach the other: a bind of volumes/<name> has no parent inside the mount,
+// so the kernel walks up from its root to the directory it is mounted on.
+func TestCSIVolumesAreIsolated(t *testing.T) {
+	m := mountFS(t)
+	pods := t.TempDir()
+	t.Cleanup(func() { detachAllUnder(t, pods) })
+	p := startCSI(t, m)
+	ctx := context.Background()
+
+	a, b := filepath.Join(pods, "a", "vol"), filepath.Join(pods, "b", "vol")
+	pubA := mountRequest("pv-a", a, map[string]string{"volumeName": "tm-a"})
+	pubB := mountRequest("pv-b", b, map[string]string{"volumeName": "tm-b"})
+	for _, req := range []*spec.NodePublishVolumeRequest{pubA, pubB} {
+		require.NoError(t, os.Mkdir(filepath.Dir(req.GetTargetPath()), 0o750))
+		_, err := p.NodePublishVolume(ctx, req)
+		require.NoError(t, err, req.GetVolumeId())
+	}
+
+	// The same path in both volumes, two files.
+	writeSynced(t, filepath.Join(a, "tm_1", "state"), []byte("a's state"))
+	writeSynced(t, filepath.Join(b, "tm_1", "state"), []byte("b's state"))
+	writeSynced(t, filepath.Join(a, "only-a"), []byte("a"))
+	requireContent(t, filepath.Join(a, "tm_1", "state"), []byte("a's state"))
+	requireContent(t, filepath.Join(b, "tm_1", "state"), []byte("b's state"))
+	requireContent(t, m.Path("volumes", "tm-a", "tm_1", "state"), []byte("a's state"))
+	requireContent(t, m.Path("volumes", "tm-b", "tm_1", "state"), []byte("b's state"))
+	requireNames(t, a, "tm_1", "only-a")
+	requireNames(t, b, "tm_1")
+
+	var mnt unix.Stat_t
+	require.NoError(t, unix.Stat(m.Dir, &mnt))
+	for _, target := range []string{a, b} {
+		// Resolved by the kernel from a descriptor of the target's root,
+		// not cleaned lexically as filepath.Join would.
+		root, err := unix.Open(target, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		require.NoError(t, err)
+		defer unix.Close(root)
+		var up, parent unix.Stat_t
+		require.NoError(t, unix.Fstatat(root, "..", &up, 0))
+		require.NoError(t, unix.Stat(filepath.Dir(target), &parent))
+		require.Equal(t, [2]uint64{parent.Dev, parent.Ino}, [2]uint64{up.Dev, up.Ino}, "%s/.. is the directory it is mounted on", target)
+		require.NotEqual(t, mnt.Dev, up.Dev, "%s/.. is outside the statefs mount", target)
+		for _, rel := range []string{"../tm-a", "../tm-b", "tm_1/../../tm-b", "../../tm-b", "../volumes/tm-b", "../../volumes/tm-b"} {
+			fd, err := unix.Openat(root, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fd)
+			}
+			require.ErrorIs(t, err, syscall.ENOENT, "%s/%s", target, rel)
+		}
+	}
+	// A relative symbolic link resolves from where the volume is bound, too.
+	require.NoError(t, os.Symlink("../tm-b/tm_1/state", filepath.Join(a, "link")))
+	_, err := os.ReadFile(filepath.Join(a, "link"))
+	require.ErrorIs(t, err, syscall.ENOENT)
+
+	// Unpublishing one leaves the other as it was.
+	_, err = p.NodeUnpublishVolume(ctx, &spec.NodeUnpublishVolumeRequest{VolumeId: "pv-a", TargetPath: a})
+	require.NoError(t, err)
+	requireContent(t, filepath.Join(b, "tm_1", "state"), []byte("b's state"))
+	requireNames(t, b, "tm_1")
+	_, err = p.NodeUnpublishVolume(ctx, &spec.NodeUnpublishVolumeRequest{VolumeId: "pv-b", TargetPath: b})
 	require.NoError(t, err)
 }
 

@@ -259,14 +259,16 @@ func stop(server *fuse.Server, mnt string, served <-chan struct{}) {
 // or not empty, before anything is touched. A dead statefs mount there (its
 // daemon was killed) is detached first, as a restarted daemon finds it.
 func checkMountpoint(mnt string) error {
-	st, err := os.Stat(mnt)
-	if errors.Is(err, syscall.ENOTCONN) && isFUSEMount(mnt) {
+	// statfs, not stat: the kernel may answer a stat of the dead mount's
+	// root from its attribute cache for a second after its daemon died.
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(mnt, &sfs); errors.Is(err, syscall.ENOTCONN) && isFUSEMount(mnt) {
 		slog.Warn("detaching the dead mount a previous daemon left", "mountpoint", mnt)
 		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
 			return fmt.Errorf("mountpoint %s: detaching the dead mount there: %w", mnt, err)
 		}
-		st, err = os.Stat(mnt)
 	}
+	st, err := os.Stat(mnt)
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("mountpoint %s does not exist", mnt)
 	}
