@@ -13,7 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/crashpoint"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/store"
 )
 
 // handle is one open file description. On staging content it reads and
@@ -180,6 +182,7 @@ func (f *FS) unseal(st *file, rec *index.Inode, size uint64, keepOpen bool) erro
 	if err != nil {
 		return err
 	}
+	crashpoint.Hit(crashpoint.UnsealBeforeCommit)
 	var old uint64
 	err = f.store.Index.Update(func(tx *index.Tx) error {
 		n, err := tx.Inode(rec.Ino)
@@ -268,7 +271,12 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	}
 	n, err := h.fs.store.ReadAt(h.st.ino, h.st.sealed, dest, off)
 	if err != nil {
-		slog.Error("unreadable content", "file", h.inode.Path(nil), "err", err)
+		var ce *store.ChunkError
+		if errors.As(err, &ce) {
+			slog.Error("unreadable content", "file", h.inode.Path(nil), "inode", ce.Ino, "offset", ce.Off, "chunk", ce.Hash.String(), "err", ce.Err)
+		} else {
+			slog.Error("unreadable content", "file", h.inode.Path(nil), "err", err)
+		}
 		return nil, errno(err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
@@ -333,54 +341,45 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	}
 	last := st.opens == 0
 	st.mu.Unlock()
-	if h.writable {
-		h.fs.noteWrite(st.ino)
-	}
-	if last {
-		h.fs.afterLastClose(st.ino)
+	if h.writable || last {
+		h.fs.afterClose(st.ino, h.writable, last)
 	}
 	h.fs.release(st)
 	return 0
 }
 
-// afterLastClose reaps an inode that has no name left, or schedules the
-// seal of one whose content is in staging.
-func (f *FS) afterLastClose(ino uint64) {
+// afterClose runs when a handle on inode ino closed: a writer's close
+// notes the write in the inode's job, if it has one (when a writer closes,
+// not on every write: the write path stays the kernel's); the last close
+// reaps an inode that has no name left, or schedules the seal of one whose
+// content is in staging.
+func (f *FS) afterClose(ino uint64, wrote, last bool) {
 	var rec *index.Inode
-	err := f.store.Index.View(func(tx *index.Tx) (err error) {
-		rec, err = tx.Inode(ino)
-		return err
-	})
-	if err != nil {
-		return
-	}
-	if rec.Nlink == 0 {
-		f.reapIfUnused(rec)
-		return
-	}
-	if rec.Staging != 0 {
-		f.scheduleSeal(ino)
-	}
-}
-
-// noteWrite records in the job of inode ino, if it has one, that its state
-// was written: when a writer closes, not on every write (the write path
-// stays the kernel's).
-func (f *FS) noteWrite(ino uint64) {
 	var o manifest.Owner
-	err := f.store.Index.View(func(tx *index.Tx) error {
-		rec, err := tx.Inode(ino)
-		if err != nil {
+	err := f.store.Index.View(func(tx *index.Tx) (err error) {
+		if rec, err = tx.Inode(ino); err != nil || !wrote {
 			return err
 		}
 		o, err = tx.Owner(rec.Owner)
 		return err
 	})
-	if err == nil && o.Executor != "" {
+	if err == nil && wrote && o.Executor != "" {
 		err = f.store.Index.Update(func(tx *index.Tx) error { return tx.NoteWrite(o, index.Now()) })
 	}
-	if err != nil && !errors.Is(err, index.ErrNotFound) {
-		slog.Error("noting a job's write", "inode", ino, "err", err)
+	if err != nil {
+		if !errors.Is(err, index.ErrNotFound) {
+			slog.Error("after closing a file", "inode", ino, "err", err)
+		}
+		if rec == nil {
+			return
+		}
+	}
+	switch {
+	case !last:
+	case rec.Nlink == 0:
+		f.reapIfUnused(rec)
+	case rec.Staging != 0:
+		f.scheduleSeal(ino)
 	}
 }
 
@@ -410,6 +409,7 @@ func (f *FS) reapIfUnused(rec *index.Inode) {
 		return
 	}
 	st.gen++
+	crashpoint.Hit(crashpoint.ReapCommitted)
 	f.store.RemoveStaging(staging)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/crashpoint"
 	"github.com/statefs/statefs/manifest"
 )
 
@@ -268,6 +269,7 @@ func (h *holder) holdIfGone(dir uint64, name, path string) (bool, error) {
 		return tx.HoldPending(dir, name, hold)
 	})
 	if held && err == nil {
+		crashpoint.Hit(crashpoint.HoldHeld)
 		slog.Info("holding removed state", "hold", hold.ID, "path", hold.Path, "jobs", hold.Jobs,
 			"files", hold.Files, "bytes", hold.Bytes)
 	}
@@ -316,6 +318,7 @@ func (f *FS) removePended(dir uint64, name string, cutoff int64) error {
 		return nil
 	}
 	if err == nil {
+		crashpoint.Hit(crashpoint.HoldPendingRemoved)
 		f.reapIfUnused(victim)
 	}
 	return err
@@ -394,6 +397,7 @@ func (f *FS) DropHold(id, reason string) error {
 	if err != nil {
 		return fmt.Errorf("hold %s: %w", id, err)
 	}
+	crashpoint.Hit(crashpoint.HoldDropping)
 	if err := f.removeBelow(hold.Ino); err != nil {
 		return fmt.Errorf("dropping hold %s: %w", id, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/crashpoint"
 )
 
 // node is every inode of the tree: directory, file or symlink. Its identity
@@ -130,37 +131,37 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 	return errno(err)
 }
 
-// newInode builds the record of an inode created now by the caller of ctx
-// in directory parent: owner from the caller, group from the caller or, if
-// parent is setgid, from parent (and a new directory stays setgid). The mode
-// is used as given: the kernel already applied the caller's umask (DESIGN
-// invariant 6).
+// newInode builds the record of an inode created now by the caller of ctx,
+// owned by the caller's user and group (create adjusts the group to the
+// directory's). The mode is used as given: the kernel already applied the
+// caller's umask (DESIGN invariant 6).
 func (n *node) newInode(ctx context.Context, mode uint32) (*index.Inode, error) {
 	ino, err := n.fs.store.Index.NewIno()
 	if err != nil {
 		return nil, err
 	}
 	uid, gid := caller(ctx)
-	parent, err := n.inode()
-	if err != nil {
-		return nil, err
-	}
-	if parent.Mode&syscall.S_ISGID != 0 {
-		gid = parent.Gid
-		if mode&syscall.S_IFMT == syscall.S_IFDIR {
-			mode |= syscall.S_ISGID
-		}
-	}
 	now := index.Now()
 	return &index.Inode{Ino: ino, Mode: mode, Uid: uid, Gid: gid, Atime: now, Mtime: now, Ctime: now, Btime: now}, nil
 }
 
 // create adds rec under name in this directory in one transaction, with
-// extra run inside it. The new inode's owner follows from its path
-// (manifest.Rules), and its job, if any, notes the write.
+// extra run inside it. In a setgid directory the new inode takes the
+// directory's group (and a new directory stays setgid). Its owner follows
+// from its path (manifest.Rules), and its job, if any, notes the write.
 func (n *node) create(name string, rec *index.Inode, extra func(*index.Tx) error) error {
 	owner := n.fs.rules.Owner(n.childPath(name))
 	return n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
+		parent, err := tx.Inode(n.ino())
+		if err != nil {
+			return err
+		}
+		if parent.Mode&syscall.S_ISGID != 0 {
+			rec.Gid = parent.Gid
+			if rec.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+				rec.Mode |= syscall.S_ISGID
+			}
+		}
 		if rec.Owner, err = tx.OwnerID(owner); err != nil {
 			return err
 		}
@@ -321,11 +322,13 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		if flags&index.RenameExchange != 0 {
 			return n.fs.reown(tx, n, name)
 		}
+		crashpoint.Hit(crashpoint.RenameBeforeCommit)
 		return nil
 	})
 	if err != nil {
 		return errno(err)
 	}
+	crashpoint.Hit(crashpoint.RenameCommitted)
 	n.fs.reapIfUnused(victim)
 	return 0
 }

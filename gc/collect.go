@@ -8,6 +8,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/crashpoint"
 	"github.com/statefs/statefs/store"
 )
 
@@ -182,6 +183,7 @@ func (c *Collector) collect(ctx context.Context, job string, dryRun bool) (Candi
 		}
 	}
 	if !dryRun && cand.Kept == 0 {
+		crashpoint.Hit(crashpoint.GCBeforeJobDelete)
 		err = c.Store.Index.Update(func(tx *index.Tx) error {
 			left, err := tx.JobRoots(job)
 			if err != nil || len(left) > 0 {
@@ -267,6 +269,7 @@ func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun boo
 	if err := c.remover().Remove(dir, name); err != nil && !errors.Is(err, index.ErrNotFound) {
 		return false, err
 	}
+	crashpoint.Hit(crashpoint.GCInodeRemoved)
 	if c.Removed != nil {
 		c.Removed()
 	}

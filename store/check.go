@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
@@ -21,6 +22,7 @@ const (
 	ProblemStrayStaging   = "stray-staging"   // a staging file no inode refers to: a crash left it, Open removes it
 	ProblemStagingFile    = "staging-file"    // an entry of the staging directory that is not a regular file
 	ProblemGarbageChunk   = "garbage-chunk"   // a chunk file no manifest uses: Sweep removes it
+	ProblemDamagedFile    = "damaged-file"    // a file that uses a missing or corrupt chunk: Repair makes its lost ranges holes
 )
 
 // IsError reports whether p is a real inconsistency rather than a leftover
@@ -55,6 +57,7 @@ func OpenForCheck(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	releaseReserveIfFull(dir) // badger needs room to open (space.go)
 	s := &Store{Dir: dir, lock: lock}
 	if err := s.open(); err != nil {
 		s.Close()
@@ -64,11 +67,14 @@ func OpenForCheck(dir string) (*Store, error) {
 }
 
 // Check runs index.Check and then checks the files against the index:
-// every chunk a manifest uses is in the chunk store (with verify, it reads
-// each one and checks its hash: DESIGN invariant 5), every staging
-// reference has its file, and every staging file and chunk file is
-// referred to. Use IsError to tell inconsistencies from leftovers. The
-// store must not be in use (OpenForCheck).
+// every chunk a manifest uses is a chunk file in the chunk store (with
+// verify, it reads each one and checks its hash: DESIGN invariant 5),
+// every staging reference has its file, and every staging file and chunk
+// file is referred to. Each file that uses a lost chunk (missing, or not
+// reading back as its hash) is reported once more, as a damaged file with
+// its paths and lost ranges: that is what Repair would change. Use IsError
+// to tell inconsistencies from leftovers. The store must not be in use
+// (OpenForCheck).
 func (s *Store) Check(verify bool) ([]index.Problem, error) {
 	problems, used, err := s.Index.Check()
 	if err != nil {
@@ -77,40 +83,27 @@ func (s *Store) Check(verify bool) ([]index.Problem, error) {
 	add := func(kind, format string, args ...any) {
 		problems = append(problems, index.Problem{Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
-	var buf []byte
-	for _, h := range used {
-		if !verify {
-			ok, err := s.Chunks.Has(h)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				add(ProblemMissingChunk, "chunk %s", h)
-			}
-			continue
-		}
-		buf, err = s.Chunks.Get(h, buf)
-		switch {
-		case errors.Is(err, cas.ErrNotFound):
-			add(ProblemMissingChunk, "chunk %s", h)
-		case errors.Is(err, cas.ErrCorrupt):
-			add(ProblemCorruptChunk, "%v", err)
-		case err != nil:
-			return nil, err
-		}
-	}
-	var garbage []cas.Hash
-	err = s.Chunks.Walk(func(h cas.Hash, _ int64) error {
-		if _, ok := slices.BinarySearchFunc(used, h, compareHash); !ok {
-			garbage = append(garbage, h)
-		}
-		return nil
-	})
+	files, err := s.chunkFiles()
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(garbage, compareHash)
-	for _, h := range garbage {
+	lost := s.lostChunks(used, files, verify, nil)
+	for _, h := range used {
+		if l, ok := lost[h]; ok {
+			add(l.kind, "chunk %s: %s", h, l.why)
+		}
+	}
+	damaged, err := s.Index.DamagedFiles(func(h cas.Hash) bool { _, ok := lost[h]; return ok })
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range damaged {
+		add(ProblemDamagedFile, "%s", describeDamage(d))
+	}
+	for _, h := range files {
+		if _, ok := slices.BinarySearchFunc(used, h, compareHash); ok {
+			continue
+		}
 		add(ProblemGarbageChunk, "chunk %s is used by no manifest", h)
 	}
 	fileProblems, err := s.checkStaging()
@@ -118,6 +111,76 @@ func (s *Store) Check(verify bool) ([]index.Problem, error) {
 		return nil, err
 	}
 	return append(problems, fileProblems...), nil
+}
+
+// lostChunk is why a chunk a manifest uses cannot be read.
+type lostChunk struct {
+	kind string // ProblemMissingChunk or ProblemCorruptChunk
+	why  string
+}
+
+// chunkFiles lists the chunks that are regular files in the chunk store,
+// sorted.
+func (s *Store) chunkFiles() ([]cas.Hash, error) {
+	var files []cas.Hash
+	err := s.Chunks.Hashes(func(h cas.Hash) error { files = append(files, h); return nil })
+	slices.SortFunc(files, compareHash)
+	return files, err
+}
+
+// lostChunks finds which of the chunks in used are lost: missing, not a
+// regular file (files lists those that are, sorted), or (with verify) not
+// reading back as their hash, for whatever reason (a truncated file, bad
+// bytes, an I/O error). progress, if set, is called after each chunk with
+// the bytes read.
+func (s *Store) lostChunks(used, files []cas.Hash, verify bool, progress func(bytes int)) map[cas.Hash]lostChunk {
+	lost := map[cas.Hash]lostChunk{}
+	var buf []byte
+	for _, h := range used {
+		n := 0
+		_, regular := slices.BinarySearchFunc(files, h, compareHash)
+		switch {
+		case !regular:
+			switch ok, err := s.Chunks.Has(h); {
+			case err != nil:
+				lost[h] = lostChunk{ProblemCorruptChunk, err.Error()}
+			case ok:
+				lost[h] = lostChunk{ProblemCorruptChunk, "not a regular file"}
+			default:
+				lost[h] = lostChunk{ProblemMissingChunk, "missing from the chunk store"}
+			}
+		case verify:
+			b, err := s.Chunks.Get(h, buf)
+			switch {
+			case errors.Is(err, cas.ErrNotFound):
+				lost[h] = lostChunk{ProblemMissingChunk, "missing from the chunk store"}
+			case err != nil:
+				// ErrCorrupt, or an I/O error: either way the bytes are gone.
+				lost[h] = lostChunk{ProblemCorruptChunk, err.Error()}
+			default:
+				buf, n = b, len(b)
+			}
+		}
+		if progress != nil {
+			progress(n)
+		}
+	}
+	return lost
+}
+
+// describeDamage is one line about a damaged file: its names, size and
+// lost ranges.
+func describeDamage(d index.DamagedFile) string {
+	names := "no name (unlinked, still open)"
+	if len(d.Paths) > 0 {
+		names = strings.Join(d.Paths, ", ")
+	}
+	var ranges []string
+	for _, e := range d.Lost {
+		ranges = append(ranges, fmt.Sprintf("%d+%d (chunk %s)", e.Off, e.Len, e.Hash))
+	}
+	return fmt.Sprintf("file %s (inode %d, %d bytes): %d bytes lost at %s",
+		names, d.Ino, d.Size, d.LostBytes(), strings.Join(ranges, ", "))
 }
 
 func compareHash(a, b cas.Hash) int { return bytes.Compare(a[:], b[:]) }

@@ -96,14 +96,21 @@ func TestCheckFindsEachFileProblem(t *testing.T) {
 	}{
 		{"missing chunk file", func(t *testing.T, cs checkedStore) {
 			must(t, os.Remove(cs.chunkPath(cs.chunk)))
-		}, []string{store.ProblemMissingChunk}, []string{store.ProblemMissingChunk}},
+		}, lostChunk(store.ProblemMissingChunk), lostChunk(store.ProblemMissingChunk)},
 		{"flipped byte in a chunk", func(t *testing.T, cs checkedStore) {
 			path := cs.chunkPath(cs.chunk)
 			b, err := os.ReadFile(path)
 			must(t, err)
 			b[len(b)-1] ^= 0x40
 			must(t, os.WriteFile(path, b, 0o600))
-		}, nil, []string{store.ProblemCorruptChunk}},
+		}, nil, lostChunk(store.ProblemCorruptChunk)},
+		{"chunk file cut short", func(t *testing.T, cs checkedStore) {
+			must(t, os.Truncate(cs.chunkPath(cs.chunk), 100))
+		}, nil, lostChunk(store.ProblemCorruptChunk)},
+		{"directory in place of a chunk file", func(t *testing.T, cs checkedStore) {
+			must(t, os.Remove(cs.chunkPath(cs.chunk)))
+			must(t, os.Mkdir(cs.chunkPath(cs.chunk), 0o700))
+		}, lostChunk(store.ProblemCorruptChunk), lostChunk(store.ProblemCorruptChunk)},
 		{"missing staging file", func(t *testing.T, cs checkedStore) {
 			must(t, os.Remove(cs.stagingPath(cs.staging)))
 		}, []string{store.ProblemMissingStaging}, []string{store.ProblemMissingStaging}},
@@ -190,6 +197,14 @@ func TestOpenForCheckRefusesNoStore(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "nothing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("OpenForCheck created the store: %v", err)
 	}
+}
+
+// lostChunk is what Check reports for a lost chunk: the chunk, and the
+// files that use it.
+func lostChunk(kind string) []string {
+	kinds := []string{kind, store.ProblemDamagedFile}
+	slices.Sort(kinds)
+	return kinds
 }
 
 func must(t *testing.T, err error) {

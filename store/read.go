@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"syscall"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
@@ -46,10 +47,28 @@ func (r *reader) chunk(h cas.Hash) ([]byte, error) {
 	return v.([]byte), nil
 }
 
+// ChunkError is a read of sealed content that failed because chunk Hash,
+// used at offset Off of inode Ino, is missing, damaged or unreadable. It
+// is an EIO whatever the cause (a chunk file replaced by a directory fails
+// with EISDIR, which the reader must not see), and it still matches
+// cas.ErrNotFound or cas.ErrCorrupt with errors.Is.
+type ChunkError struct {
+	Ino  uint64
+	Off  uint64
+	Hash cas.Hash
+	Err  error
+}
+
+func (e *ChunkError) Error() string {
+	return fmt.Sprintf("inode %d at offset %d: chunk %s: %v", e.Ino, e.Off, e.Hash, e.Err)
+}
+
+func (e *ChunkError) Unwrap() []error { return []error{syscall.EIO, e.Err} }
+
 // ReadAt fills dst with the content of m at off and returns how many bytes
 // it filled (fewer at the end of the file). Holes read as zeros. A chunk
-// that is missing or fails its hash fails the read with an error naming the
-// chunk (DESIGN invariant 5): never wrong bytes.
+// that is missing or fails its hash fails the read with a *ChunkError
+// (DESIGN invariant 5): never wrong bytes.
 func (s *Store) ReadAt(ino uint64, m *manifest.Manifest, dst []byte, off int64) (int, error) {
 	if off < 0 || uint64(off) >= m.Size {
 		return 0, nil
@@ -73,11 +92,11 @@ func (s *Store) ReadAt(ino uint64, m *manifest.Manifest, dst []byte, off int64) 
 		}
 		b, err := s.reader.chunk(e.Hash)
 		if err != nil {
-			return 0, fmt.Errorf("inode %d at offset %d: %w", ino, e.Off, err)
+			return 0, &ChunkError{Ino: ino, Off: e.Off, Hash: e.Hash, Err: err}
 		}
 		if len(b) != int(e.Len) {
-			return 0, fmt.Errorf("inode %d at offset %d: %w: chunk %s has %d bytes, manifest says %d",
-				ino, e.Off, cas.ErrCorrupt, e.Hash, len(b), e.Len)
+			return 0, &ChunkError{Ino: ino, Off: e.Off, Hash: e.Hash,
+				Err: fmt.Errorf("%w: %d bytes, manifest says %d", cas.ErrCorrupt, len(b), e.Len)}
 		}
 		pos += uint64(copy(dst[pos-uint64(off):], b[pos-e.Off:]))
 	}

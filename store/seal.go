@@ -11,6 +11,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/crashpoint"
 	"github.com/statefs/statefs/manifest"
 )
 
@@ -62,6 +63,11 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, err
 	}
+	if st.Size > InlineMax {
+		if err := s.roomFor(st.Blocks * 512); err != nil {
+			return nil, fmt.Errorf("sealing inode %d: %w", ino, err)
+		}
+	}
 	// The chunks this seal stores or finds already stored must not be swept
 	// before the manifest that refers to them is committed (DESIGN
 	// invariant 3): hold the sweep lock until then.
@@ -109,6 +115,7 @@ func (s *Store) chunkFile(f *os.File, st *unix.Stat_t, x *Sealed) error {
 				return err
 			}
 			x.Stored += stored
+			crashpoint.Hit(crashpoint.SealChunkStored)
 			x.Manifest.Extents = append(x.Manifest.Extents, manifest.Extent{Off: uint64(pos), Len: uint32(len(data)), Hash: h})
 			pos += int64(len(data))
 		}
@@ -155,12 +162,14 @@ func dataRegions(f *os.File, st *unix.Stat_t) ([][2]int64, error) {
 // no longer refers to the staging file that was sealed.
 func (s *Store) CommitSeal(x *Sealed) error {
 	defer x.Drop()
+	crashpoint.Hit(crashpoint.SealBeforeCommit)
 	err := s.Index.Update(func(tx *index.Tx) error {
 		return tx.Seal(x.Ino, x.Staging, x.Manifest, x.Mtime)
 	})
 	if err != nil {
 		return err
 	}
+	crashpoint.Hit(crashpoint.SealCommitted)
 	s.RemoveStaging(x.Staging)
 	return nil
 }

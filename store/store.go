@@ -19,6 +19,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/crashpoint"
 )
 
 // FormatVersion is the on-disk layout this statefs reads and writes; it is
@@ -45,6 +46,9 @@ type Store struct {
 	// beforeRemove, set by tests, runs when Sweep has found chunk h still
 	// unreferenced, right before it removes it.
 	beforeRemove func(h cas.Hash)
+	// space keeps the index writable on a full disk (space.go); nil for a
+	// store opened for a check.
+	space *spaceKeeper
 }
 
 // Open opens the store in dir, creating it (but not its parent) if it does
@@ -63,6 +67,7 @@ func Open(dir string) (*Store, []uint64, error) {
 		return nil, nil, err
 	}
 	s := &Store{Dir: dir, lock: lock}
+	releaseReserveIfFull(dir)
 	if err := s.open(); err != nil {
 		s.Close()
 		return nil, nil, err
@@ -72,6 +77,7 @@ func Open(dir string) (*Store, []uint64, error) {
 		s.Close()
 		return nil, nil, fmt.Errorf("recovering store %s: %w", dir, err)
 	}
+	s.keepSpace()
 	return s, pending, nil
 }
 
@@ -159,8 +165,10 @@ func takeLock(dir string) (*os.File, error) {
 
 // Close closes the index and releases the lock.
 func (s *Store) Close() error {
+	s.stopKeepingSpace()
 	var err error
 	if s.Index != nil {
+		crashpoint.Hit(crashpoint.StoreClose)
 		err = s.Index.Close()
 	}
 	if s.lock != nil {
@@ -202,6 +210,7 @@ func (s *Store) recover() ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
+	crashpoint.Hit(crashpoint.RecoverReaped)
 	for _, id := range staleStaging {
 		s.RemoveStaging(id)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/crashpoint"
 )
 
 // Swept is what a sweep removed (or, dry, would remove).
@@ -55,6 +56,7 @@ func (s *Store) Sweep(dryRun bool) (Swept, error) {
 		candidates = candidates[n:]
 	}
 	if !dryRun {
+		crashpoint.Hit(crashpoint.SweepBeforeForget)
 		err = s.Index.ForgetGarbage()
 	}
 	return swept, err
@@ -105,6 +107,7 @@ func (s *Store) sweepBatch(candidates []cas.Hash, dryRun bool, swept *Swept) err
 				if err := s.Chunks.Remove(h); err != nil {
 					return err
 				}
+				crashpoint.Hit(crashpoint.SweepChunkRemoved)
 			}
 			mu.Lock()
 			swept.Chunks++

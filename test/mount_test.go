@@ -46,6 +46,7 @@ type Mount struct {
 	Store string // the store directory
 	Dir   string // the mountpoint
 	Args  []string
+	Env   []string // added to the daemon's environment, KEY=value
 	cmd   *exec.Cmd
 	log   *bytes.Buffer
 	done  chan error
@@ -92,6 +93,7 @@ func (m *Mount) Start() {
 	args = append(args, m.Args...)
 	args = append(args, m.Dir)
 	m.cmd = exec.Command(binary, args...)
+	m.cmd.Env = append(os.Environ(), m.Env...)
 	m.log = &bytes.Buffer{}
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {

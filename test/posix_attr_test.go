@@ -447,3 +447,37 @@ func TestPosixStatfs(t *testing.T) {
 	require.Equal(t, fsst.Bsize, sub.Bsize)
 	require.Equal(t, fsst.Blocks, sub.Blocks)
 }
+
+// In a setgid directory new files and directories take the directory's
+// group, and new directories stay setgid, as on ext4; elsewhere they take
+// the creator's. The same holds after a restart.
+func TestPosixSetgidDirectory(t *testing.T) {
+	m := mountFS(t)
+	shared := m.Path("shared")
+	require.NoError(t, os.Mkdir(shared, 0o775))
+	require.NoError(t, os.Chown(shared, 0, 4321))
+	require.NoError(t, os.Chmod(shared, 0o775|os.ModeSetgid))
+	require.NoError(t, os.WriteFile(filepath.Join(shared, "f"), []byte("x"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(shared, "d"), 0o755))
+	require.NoError(t, os.WriteFile(m.Path("plain"), []byte("x"), 0o644))
+	check := func() {
+		t.Helper()
+		for _, c := range []struct {
+			path   string
+			gid    uint32
+			setgid bool
+		}{
+			{filepath.Join(shared, "f"), 4321, false},
+			{filepath.Join(shared, "d"), 4321, true},
+			{m.Path("plain"), 0, false},
+		} {
+			var st unix.Stat_t
+			require.NoError(t, unix.Stat(c.path, &st))
+			require.Equal(t, c.gid, st.Gid, "group of %s", c.path)
+			require.Equal(t, c.setgid, st.Mode&unix.S_ISGID != 0, "setgid bit of %s", c.path)
+		}
+	}
+	check()
+	m.Restart()
+	check()
+}

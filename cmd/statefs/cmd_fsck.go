@@ -19,11 +19,18 @@ func fsckCommand() *cli.Command {
 		Description: "fsck reads the store as the last process left it, before the recovery a mount does,\n" +
 			"and prints one line per problem and a summary. It exits 1 if a problem is an\n" +
 			"inconsistency; chunks no file uses (gc sweeps them) and staging files a crash left\n" +
-			"(the next mount removes them) are reported but are not.",
+			"(the next mount removes them) are reported but are not. A file that uses a missing\n" +
+			"or corrupt chunk is reported as a damaged file, with its paths and lost ranges.\n\n" +
+			"fsck changes nothing unless --repair is given. --repair reads every chunk (as --verify),\n" +
+			"and in each damaged file turns the lost ranges into holes: the file keeps its names,\n" +
+			"size and mode and reads as zeros there, as e2fsck leaves a file whose blocks it\n" +
+			"cleared. It lists every file and range it changed, removes the damaged chunk files,\n" +
+			"and then checks the store again. It repairs nothing else.",
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "verify", Usage: "read every chunk a file uses and check its hash"},
-			&cli.BoolFlag{Name: "json", Usage: "print the problems as JSON"},
+			&cli.BoolFlag{Name: "repair", Usage: "make the lost ranges of damaged files holes, listing them (implies --verify)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the problems as JSON (with --repair: an object with repaired and problems)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
@@ -37,7 +44,15 @@ func fsckCommand() *cli.Command {
 				return err
 			}
 			defer s.Close()
-			problems, err := s.Check(c.Bool("verify"))
+			var repaired *store.Repaired
+			if c.Bool("repair") {
+				r, err := s.Repair()
+				if err != nil {
+					return fmt.Errorf("repairing: %w", err)
+				}
+				repaired = &r
+			}
+			problems, err := s.Check(c.Bool("verify") || c.Bool("repair"))
 			if err != nil {
 				return err
 			}
@@ -58,10 +73,21 @@ func fsckCommand() *cli.Command {
 			if c.Bool("json") {
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(append([]index.Problem{}, problems...)); err != nil {
+				var v any = append([]index.Problem{}, problems...)
+				if repaired != nil {
+					v = struct {
+						Repaired []repairedFile  `json:"repaired"`
+						Removed  []string        `json:"removed_chunks"`
+						Problems []index.Problem `json:"problems"`
+					}{repairedFiles(*repaired), hashStrings(repaired.RemovedChunks), append([]index.Problem{}, problems...)}
+				}
+				if err := enc.Encode(v); err != nil {
 					return err
 				}
 			} else {
+				if repaired != nil {
+					printRepaired(c, *repaired)
+				}
 				for _, p := range problems {
 					fmt.Fprintln(c.App.Writer, p)
 				}
@@ -73,4 +99,66 @@ func fsckCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// repairedFile is one file fsck --repair changed, as JSON.
+type repairedFile struct {
+	Inode     uint64       `json:"inode"`
+	Paths     []string     `json:"paths"`
+	Size      uint64       `json:"size"`
+	LostBytes uint64       `json:"lost_bytes"`
+	Holes     []lostExtent `json:"holes"`
+}
+
+type lostExtent struct {
+	Off   uint64 `json:"offset"`
+	Len   uint32 `json:"length"`
+	Chunk string `json:"chunk"`
+}
+
+func repairedFiles(r store.Repaired) []repairedFile {
+	files := []repairedFile{}
+	for _, d := range r.Files {
+		f := repairedFile{Inode: d.Ino, Paths: append([]string{}, d.Paths...), Size: d.Size, LostBytes: d.LostBytes()}
+		for _, e := range d.Lost {
+			f.Holes = append(f.Holes, lostExtent{e.Off, e.Len, e.Hash.String()})
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
+func printRepaired(c *cli.Context, r store.Repaired) {
+	for _, f := range repairedFiles(r) {
+		fmt.Fprintf(c.App.Writer, "repaired: %s (inode %d, %d bytes): %d bytes lost, now holes at",
+			describePaths(f.Paths), f.Inode, f.Size, f.LostBytes)
+		for _, h := range f.Holes {
+			fmt.Fprintf(c.App.Writer, " %d+%d", h.Off, h.Len)
+		}
+		fmt.Fprintln(c.App.Writer)
+	}
+	for _, h := range r.RemovedChunks {
+		fmt.Fprintf(c.App.Writer, "removed damaged chunk %s\n", h)
+	}
+	fmt.Fprintf(c.App.Writer, "repair: %d files repaired, %d damaged chunks removed\n", len(r.Files), len(r.RemovedChunks))
+}
+
+// describePaths names a file by its paths; an unlinked open file has none.
+func describePaths(paths []string) string {
+	if len(paths) == 0 {
+		return "(no name)"
+	}
+	s := paths[0]
+	for _, p := range paths[1:] {
+		s += ", " + p
+	}
+	return s
+}
+
+func hashStrings(hs []cas.Hash) []string {
+	out := []string{}
+	for _, h := range hs {
+		out = append(out, h.String())
+	}
+	return out
 }

@@ -25,6 +25,7 @@ func main() {
 			jobCommand(),
 			jobsCommand(),
 			fsckCommand(),
+			scrubCommand(),
 			inspectCommand(),
 			duCommand(),
 			heldCommand(),

@@ -128,7 +128,7 @@ func (b *bench) copyInAndRestore() []*Workload {
 			"into tm_bench/localState/aid_…/jid_…/vtx_…_sti_0/chk_N. The source stands in for RocksDB's own disk: it is read once into the page cache "+
 			"after the caches are dropped, so the copy costs the target disk only its writes. Throughput is bytes over the copy's time; "+
 			"\"sealed\" is how long statefs took after that to seal everything; disk used is the target's allocated blocks after that "+
-			"(statefs: the whole store, index included).",
+			"(statefs: the whole store, index included, but not the free-space reserve of up to 128 MiB the daemon keeps for its index on a full disk).",
 			s.Checkpoints, s.SSTs, s.SSTMiB, s.SSTs-1, s.SSTs, float64(src.logical)/1e9, float64(src.unique)/1e9)
 		w4.Setup = fmt.Sprintf("Reads every file of the newest checkpoint workload 1 left (%d files, %.0f MB) in 1 MiB blocks, "+
 			"after restarting the FUSE daemon (as a restarted TaskManager finds it) and dropping the caches.", s.SSTs+3,

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
+
+	"github.com/statefs/statefs/store"
 )
 
 // target is where a workload writes: the bare disk, go-fuse's loopback of a
@@ -245,7 +248,19 @@ func (t *statefsTarget) Settle() error {
 	}
 }
 
-func (t *statefsTarget) DiskUsage() (int64, error) { return diskUsage(t.store) }
+// DiskUsage leaves out the store's free-space reserve (store.ReserveNames):
+// a fixed amount the daemon keeps free for its index on a full disk, not
+// a cost of the bytes stored.
+func (t *statefsTarget) DiskUsage() (int64, error) {
+	used, err := diskUsage(t.store)
+	for _, name := range store.ReserveNames {
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join(t.store, name), &st) == nil {
+			used -= st.Blocks * 512
+		}
+	}
+	return used, err
+}
 
 func (t *statefsTarget) Close() error {
 	err := t.stop()

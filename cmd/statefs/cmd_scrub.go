@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/dustin/go-humanize"
+	"github.com/urfave/cli/v2"
+
+	"github.com/statefs/statefs/store"
+)
+
+func scrubCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "scrub",
+		Usage: "read and verify every chunk of an unmounted store",
+		Description: "scrub reads every chunk file in the store, used or not, and checks it against its hash,\n" +
+			"and checks that every chunk a file uses is there. It prints each damaged chunk and each\n" +
+			"file that uses one (paths and lost ranges), changes nothing, and exits 1 if it found\n" +
+			"damage; `statefs fsck --repair` then makes the lost ranges holes. On a terminal it shows\n" +
+			"its progress. It works only on a store no daemon serves.",
+		Flags: []cli.Flag{
+			storeFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		},
+		Action: runScrub,
+	}
+}
+
+func runScrub(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return fmt.Errorf("%w: scrub takes no arguments", errUsage)
+	}
+	s, err := store.OpenForCheck(c.String("store"))
+	if errors.Is(err, store.ErrInUse) {
+		return fmt.Errorf("%w; unmount it first: scrub reads only a store no daemon serves", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var onChunk func(int)
+	if bar := progress(c, "scrubbing"); bar != nil {
+		if total, err := s.ScrubTotal(); err == nil {
+			bar.ChangeMax(total)
+		}
+		onChunk = func(int) { bar.Add(1) }
+		defer bar.Finish()
+	}
+	r, err := s.Scrub(onChunk)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(scrubJSON(r)); err != nil {
+			return err
+		}
+	} else {
+		for _, d := range r.Damaged {
+			use := "used"
+			if !d.Used {
+				use = "unused"
+			}
+			fmt.Fprintf(c.App.Writer, "damaged chunk %s (%s): %s\n", d.Hash, use, d.Why)
+		}
+		for _, f := range repairedFiles(store.Repaired{Files: r.Files}) {
+			fmt.Fprintf(c.App.Writer, "damaged file %s (inode %d, %d bytes): %d bytes lost at", describePaths(f.Paths), f.Inode, f.Size, f.LostBytes)
+			for _, h := range f.Holes {
+				fmt.Fprintf(c.App.Writer, " %d+%d", h.Off, h.Len)
+			}
+			fmt.Fprintln(c.App.Writer)
+		}
+		fmt.Fprintf(c.App.Writer, "scrub: %d chunks, %s verified, %d damaged chunks, %d damaged files\n",
+			r.Chunks, humanize.IBytes(uint64(r.Bytes)), len(r.Damaged), len(r.Files))
+	}
+	if len(r.Damaged) > 0 {
+		return fmt.Errorf("store %s has %d damaged chunks used by %d files; 'statefs fsck --repair' makes their lost ranges holes",
+			s.Dir, len(r.Damaged), len(r.Files))
+	}
+	return nil
+}
+
+// scrubJSON is the report as JSON, hashes as hex.
+func scrubJSON(r store.Scrubbed) any {
+	type chunk struct {
+		Hash string `json:"hash"`
+		Kind string `json:"kind"`
+		Why  string `json:"why"`
+		Used bool   `json:"used"`
+	}
+	damaged := []chunk{}
+	for _, d := range r.Damaged {
+		damaged = append(damaged, chunk{d.Hash.String(), d.Kind, d.Why, d.Used})
+	}
+	return struct {
+		Chunks  int            `json:"chunks"`
+		Bytes   int64          `json:"bytes"`
+		Damaged []chunk        `json:"damaged"`
+		Files   []repairedFile `json:"files"`
+	}{r.Chunks, r.Bytes, damaged, repairedFiles(store.Repaired{Files: r.Files})}
+}

@@ -1,0 +1,202 @@
+package index
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/manifest"
+)
+
+// DamagedFile is a sealed file some of whose chunks are lost (missing from
+// the chunk store or not reading back as their hash).
+type DamagedFile struct {
+	Ino   uint64   `json:"inode"`
+	Paths []string `json:"paths"` // every name, from the root ("attic:<name>/..." outside the tree); none for an orphan
+	Size  uint64   `json:"size"`
+	// Lost lists the extents whose chunk is lost, in file order.
+	Lost []manifest.Extent `json:"-"`
+}
+
+// LostBytes is how many of the file's bytes are lost.
+func (d *DamagedFile) LostBytes() uint64 {
+	var n uint64
+	for _, e := range d.Lost {
+		n += uint64(e.Len)
+	}
+	return n
+}
+
+// DamagedFiles lists the sealed files that use a chunk for which lost
+// reports true, in inode order, with their paths. It reads one transaction
+// and changes nothing.
+func (db *DB) DamagedFiles(lost func(cas.Hash) bool) ([]DamagedFile, error) {
+	var damaged []DamagedFile
+	err := db.View(func(tx *Tx) error {
+		byIno := map[uint64]*DamagedFile{}
+		err := tx.scanAll(prefixManifest, func(k, v []byte) {
+			if len(k) != 9 {
+				return // index.Check reports it
+			}
+			m, err := manifest.Unmarshal(v)
+			if err != nil {
+				return // index.Check reports it
+			}
+			var d *DamagedFile
+			for _, e := range m.Extents {
+				if !lost(e.Hash) {
+					continue
+				}
+				if d == nil {
+					d = &DamagedFile{Ino: binary.BigEndian.Uint64(k[1:]), Size: m.Size}
+				}
+				d.Lost = append(d.Lost, e)
+			}
+			if d != nil {
+				byIno[d.Ino] = d
+			}
+		})
+		if err != nil || len(byIno) == 0 {
+			return err
+		}
+		paths, err := tx.paths(byIno)
+		if err != nil {
+			return err
+		}
+		for _, ino := range sortedKeys(byIno) {
+			d := byIno[ino]
+			d.Paths = paths[ino]
+			damaged = append(damaged, *d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing damaged files: %w", err)
+	}
+	return damaged, nil
+}
+
+// paths finds every name of the inodes in want, walking the tree from the
+// root and the attic directories.
+func (tx *Tx) paths(want map[uint64]*DamagedFile) (map[uint64][]string, error) {
+	type dir struct {
+		ino  uint64
+		path string
+	}
+	queue := []dir{{RootIno, ""}}
+	err := tx.scanAll(prefixAttic, func(k, v []byte) {
+		if len(v) == 8 {
+			queue = append(queue, dir{binary.BigEndian.Uint64(v), "attic:" + string(k[1:])})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	paths := map[uint64][]string{}
+	seen := map[uint64]bool{}
+	for ; len(queue) > 0; queue = queue[1:] {
+		d := queue[0]
+		if seen[d.ino] {
+			continue // a corrupt index may hold cycles; index.Check reports them
+		}
+		seen[d.ino] = true
+		var ds []Dirent
+		if err := tx.ReadDir(d.ino, func(e Dirent) bool { ds = append(ds, e); return true }); err != nil {
+			return nil, err
+		}
+		for _, e := range ds {
+			path := e.Name
+			if d.path != "" {
+				path = d.path + "/" + e.Name
+			}
+			if want[e.Ino] != nil {
+				paths[e.Ino] = append(paths[e.Ino], path)
+			}
+			if e.Mode&modeType == modeDir {
+				queue = append(queue, dir{e.Ino, path})
+			}
+		}
+	}
+	for ino := range paths {
+		slices.Sort(paths[ino])
+	}
+	return paths, nil
+}
+
+// DropLostExtents removes from inode ino's manifest every extent whose
+// chunk is lost and drops those chunk references, in one transaction: the
+// file keeps its names, size, mode and owner, and the lost ranges become
+// holes, which read as zeros, as e2fsck makes of blocks it clears. The
+// inode's ctime is set. It returns the extents removed; none if the inode
+// no longer exists or its content is no longer that manifest's.
+func (db *DB) DropLostExtents(ino uint64, lost func(cas.Hash) bool) ([]manifest.Extent, error) {
+	var dropped []manifest.Extent
+	err := db.Update(func(tx *Tx) error {
+		dropped = nil
+		n, err := tx.Inode(ino)
+		if err == ErrNotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n.Staging != 0 || !n.IsRegular() {
+			return nil
+		}
+		m, err := tx.Manifest(ino)
+		if err != nil {
+			return err
+		}
+		kept := m.Extents[:0:0]
+		for _, e := range m.Extents {
+			if lost(e.Hash) {
+				dropped = append(dropped, e)
+			} else {
+				kept = append(kept, e)
+			}
+		}
+		if len(dropped) == 0 {
+			return nil
+		}
+		for _, e := range dropped {
+			if err := tx.addRef(e.Hash, -1); err != nil {
+				return err
+			}
+		}
+		m.Extents = kept
+		if err := tx.set(inoKey(prefixManifest, ino), m.Marshal()); err != nil {
+			return err
+		}
+		n.Ctime = Now()
+		return tx.PutInode(n)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("repairing inode %d: %w", ino, err)
+	}
+	return dropped, nil
+}
+
+// UsedChunks lists the chunks some manifest uses, sorted, each once.
+func (db *DB) UsedChunks() ([]cas.Hash, error) {
+	seen := map[cas.Hash]bool{}
+	err := db.View(func(tx *Tx) error {
+		return tx.scanAll(prefixManifest, func(_, v []byte) {
+			if m, err := manifest.Unmarshal(v); err == nil {
+				for _, h := range m.Chunks() {
+					seen[h] = true
+				}
+			}
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing used chunks: %w", err)
+	}
+	used := make([]cas.Hash, 0, len(seen))
+	for h := range seen {
+		used = append(used, h)
+	}
+	slices.SortFunc(used, func(a, b cas.Hash) int { return bytes.Compare(a[:], b[:]) })
+	return used, nil
+}

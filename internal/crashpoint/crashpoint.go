@@ -1,0 +1,162 @@
+// Package crashpoint makes the daemon die at named points of its work, so
+// that the crash tests (test/crashpoint_test.go) reach every interesting
+// moment of a crash deterministically instead of by chance.
+//
+// It is off unless the environment variable STATEFS_CRASH_AT names a point
+// when the process starts:
+//
+//	STATEFS_CRASH_AT=<point>[:<n>]
+//
+// The process then SIGKILLs itself the n-th time (default: the first) it
+// reaches that point: no deferred function runs, nothing is flushed or
+// closed, exactly as when the kernel or an operator kills it. Right before,
+// it writes one line to stderr, "crashpoint: <point> (hit <n>): killing
+// the daemon", which the tests look for. An unknown point is refused at
+// start, so that a typo cannot make a test wait for a crash that never
+// comes.
+//
+// Disabled, Hit costs a nil check of a variable written once, before main:
+// it sits on the seal and sweep paths.
+//
+// The points, and what a crash there leaves behind:
+//
+//	seal-chunk-stored     store: a chunk of a seal is durable in chunks/, its manifest
+//	                      not committed (n counts chunks: a crash mid-file)
+//	seal-before-commit    store: every chunk of a seal stored (or, inline, read), the
+//	                      manifest not committed; the file is still in staging
+//	seal-committed        store: the manifest committed, the staging file not yet deleted
+//	sweep-chunk-removed   store: a sweep removed a chunk file (n counts removals)
+//	sweep-before-forget   store: a sweep removed every chunk, the index still lists them
+//	                      as garbage
+//	recover-reaped        store: recovery at mount reaped the orphaned inodes, their
+//	                      staging files not yet deleted
+//	store-close           store: a clean shutdown unmounted and stopped sealing, the
+//	                      index not yet closed (badger's memtable not flushed)
+//	rename-before-commit  fs: rename(2) and the reowning of what moved are applied in
+//	                      the transaction, not committed
+//	rename-committed      fs: rename(2) committed; an inode it replaced not yet reaped
+//	reap-committed        fs: an inode that lost its last name and its last user is
+//	                      reaped in the index, its staging file not yet deleted
+//	unseal-before-commit  fs: a sealed file opened for writing was copied into a new
+//	                      staging file, the index does not refer to it yet
+//	hold-held             fs: a hold decision committed: a removed tree is held
+//	hold-pending-removed  fs: the transaction that removes a pended entry that is not
+//	                      held, if it is due, committed (n counts them: a crash
+//	                      mid-decision)
+//	hold-dropping         fs: a held tree is marked as dropping, nothing of it removed
+//	gc-inode-removed      gc: the collector removed a name of a gone job's state (n
+//	                      counts them: a crash mid-collection)
+//	gc-before-job-delete  gc: every tree of a gone job removed, its record not deleted
+//
+// badger flushes memtables and compacts in goroutines of its own, which no
+// point reaches: only the crash campaign (test/campaign_test.go), which
+// writes enough for the index to flush and compact, kills the daemon at
+// random moments that may fall inside one; none is aimed at it.
+package crashpoint
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// EnvVar is the environment variable that arms a crash point.
+const EnvVar = "STATEFS_CRASH_AT"
+
+// The crash points; the package documentation says where each one is.
+const (
+	SealChunkStored    = "seal-chunk-stored"
+	SealBeforeCommit   = "seal-before-commit"
+	SealCommitted      = "seal-committed"
+	SweepChunkRemoved  = "sweep-chunk-removed"
+	SweepBeforeForget  = "sweep-before-forget"
+	RecoverReaped      = "recover-reaped"
+	StoreClose         = "store-close"
+	RenameBeforeCommit = "rename-before-commit"
+	RenameCommitted    = "rename-committed"
+	ReapCommitted      = "reap-committed"
+	UnsealBeforeCommit = "unseal-before-commit"
+	HoldHeld           = "hold-held"
+	HoldPendingRemoved = "hold-pending-removed"
+	HoldDropping       = "hold-dropping"
+	GCInodeRemoved     = "gc-inode-removed"
+	GCBeforeJobDelete  = "gc-before-job-delete"
+)
+
+// Points lists every crash point.
+var Points = []string{
+	SealChunkStored, SealBeforeCommit, SealCommitted, SweepChunkRemoved, SweepBeforeForget,
+	RecoverReaped, StoreClose, RenameBeforeCommit, RenameCommitted, ReapCommitted,
+	UnsealBeforeCommit, HoldHeld, HoldPendingRemoved, HoldDropping, GCInodeRemoved,
+	GCBeforeJobDelete,
+}
+
+// armed is the point STATEFS_CRASH_AT names; nil when it is not set. It is
+// written only by init, so reading it needs no synchronisation.
+var armed *target
+
+type target struct {
+	point string
+	nth   int64
+	hits  atomic.Int64
+}
+
+func init() {
+	spec := os.Getenv(EnvVar)
+	if spec == "" {
+		return
+	}
+	t, err := parse(spec)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "statefs: %s: %v\n", EnvVar, err)
+		os.Exit(2)
+	}
+	armed = t
+}
+
+// parse reads a STATEFS_CRASH_AT value: a known point, optionally followed
+// by ":n" with n ≥ 1.
+func parse(spec string) (*target, error) {
+	point, count, hasCount := strings.Cut(spec, ":")
+	if !slices.Contains(Points, point) {
+		return nil, fmt.Errorf("%q names no crash point (known: %s)", point, strings.Join(Points, ", "))
+	}
+	t := &target{point: point, nth: 1}
+	if hasCount {
+		n, err := strconv.ParseInt(count, 10, 64)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q: the hit count after the colon must be a number ≥ 1", spec)
+		}
+		t.nth = n
+	}
+	return t, nil
+}
+
+// Hit kills the process if point is the armed one and this is its n-th
+// hit; otherwise it does nothing.
+func Hit(point string) {
+	if armed == nil {
+		return
+	}
+	armed.hit(point)
+}
+
+func (t *target) hit(point string) {
+	if point != t.point {
+		return
+	}
+	n := t.hits.Add(1)
+	if n != t.nth {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "crashpoint: %s (hit %d): killing the daemon\n", point, n)
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	for { // the signal is on its way; this goroutine must not go on meanwhile
+		time.Sleep(time.Second)
+	}
+}

@@ -1,0 +1,82 @@
+package store
+
+import (
+	"slices"
+
+	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/index"
+)
+
+// DamagedChunk is a chunk Scrub could not read back as its hash.
+type DamagedChunk struct {
+	Hash cas.Hash `json:"hash"`
+	Kind string   `json:"kind"` // ProblemMissingChunk or ProblemCorruptChunk
+	Why  string   `json:"why"`
+	Used bool     `json:"used"` // a manifest uses it; an unused one is only garbage that reads badly
+}
+
+// Scrubbed is what Scrub found.
+type Scrubbed struct {
+	Chunks  int            `json:"chunks"` // chunks read
+	Bytes   int64          `json:"bytes"`  // their uncompressed bytes
+	Damaged []DamagedChunk `json:"damaged"`
+	// Files are the files that use a damaged chunk: what `statefs fsck
+	// --repair` would change.
+	Files []index.DamagedFile `json:"files"`
+}
+
+// ScrubTotal is how many chunks Scrub reads: every chunk file, and every
+// chunk a manifest uses that is not one.
+func (s *Store) ScrubTotal() (int, error) {
+	used, files, err := s.scrubSet()
+	if err != nil {
+		return 0, err
+	}
+	return len(union(used, files)), nil
+}
+
+func (s *Store) scrubSet() (used, files []cas.Hash, err error) {
+	if used, err = s.Index.UsedChunks(); err != nil {
+		return nil, nil, err
+	}
+	files, err = s.chunkFiles()
+	return used, files, err
+}
+
+// Scrub reads every chunk in the store, used or not, and verifies it
+// against its hash (DESIGN invariant 5), and checks that every chunk a
+// manifest uses is there; it reports the damaged chunks and the files
+// that use them, and changes nothing. progress, if set, is called after
+// each chunk with its uncompressed bytes (0 for a damaged one). The store
+// must not be in use (OpenForCheck): the daemon's reads would race nothing,
+// but its sweeps would make chunks vanish under the scrub.
+func (s *Store) Scrub(progress func(bytes int)) (Scrubbed, error) {
+	var r Scrubbed
+	used, files, err := s.scrubSet()
+	if err != nil {
+		return r, err
+	}
+	all := union(used, files)
+	lost := s.lostChunks(all, files, true, func(n int) {
+		r.Chunks++
+		r.Bytes += int64(n)
+		if progress != nil {
+			progress(n)
+		}
+	})
+	for _, h := range sortedHashes(lost) {
+		_, isUsed := slices.BinarySearchFunc(used, h, compareHash)
+		r.Damaged = append(r.Damaged, DamagedChunk{Hash: h, Kind: lost[h].kind, Why: lost[h].why, Used: isUsed})
+	}
+	if len(lost) > 0 {
+		r.Files, err = s.Index.DamagedFiles(func(h cas.Hash) bool { _, ok := lost[h]; return ok })
+	}
+	return r, err
+}
+
+// union merges two sorted lists of hashes into one, each hash once.
+func union(a, b []cas.Hash) []cas.Hash {
+	out := slices.Concat(a, b)
+	slices.SortFunc(out, compareHash)
+	return slices.CompactFunc(out, func(x, y cas.Hash) bool { return x == y })
+}

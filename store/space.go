@@ -1,0 +1,262 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A full disk must give writers ENOSPC and leave the daemon serving
+// (DESIGN invariant 7). badger makes that hard: it keeps its write-ahead
+// log in memory-mapped files that it creates sparse (a memtable's .mem file
+// is truncated to twice the memtable size and written through the
+// mapping), and it writes new tables through mappings too. When the disk is
+// full the kernel cannot back a page the daemon touches for the first time
+// and sends SIGBUS, which the Go runtime cannot turn into an error: the
+// daemon dies at its next metadata change. Two measures keep the index
+// writable:
+//
+//   - Log files are allocated (fallocate) as soon as they appear, at Open
+//     and then every spaceInterval, as far as badger can write them before
+//     it moves to a new memtable: appending to the log needs no new block.
+//     A log is allocated long before it can fill (16 MiB of changes).
+//   - Two reserve files hold reserveSize bytes that writers cannot take.
+//     When the free space falls below half the reserve, the first is
+//     removed: a writer that stopped short of a full disk (RocksDB's
+//     fallocate of a new table fails whole) leaves room for badger's next
+//     memtable flush and log. A writer that goes on takes that space too,
+//     and gets ENOSPC at a full disk; then the second is removed, for badger
+//     alone if the writer stops at ENOSPC, as RocksDB and Flink do. The
+//     reserve is made again once twice its size is free. The daemon's own
+//     writes keep out of that space: a seal refuses to start when it would
+//     leave less than half the reserve free (roomFor), and the file stays
+//     in staging.
+//
+// What this does not cover: writers that keep writing after ENOSPC and
+// take the second half before badger's next flush; and values that badger
+// puts in its value log (over 64 KiB: the manifest of a file of more than
+// about 1,500 chunks).
+
+// ReserveNames are the two reserve files in the store directory, in the
+// order they are released. They hold no data: tools that measure what the
+// store's content takes leave them out.
+var ReserveNames = [2]string{"reserve-1", "reserve-2"}
+
+// spaceInterval is how often the daemon allocates new log files and
+// releases or remakes the reserve.
+const spaceInterval = 100 * time.Millisecond
+
+// maxReserve is the reserve on a disk of 1 GiB or more. Each half holds
+// what badger needs to move to a new memtable: the new log (20 MiB
+// allocated), the table flushed from the old one (up to 16 MiB) and the
+// start of a compaction.
+const maxReserve = 128 << 20
+
+// reserveSize is the reserve for a filesystem of total bytes: maxReserve,
+// or an eighth of a smaller disk (too little there for every flush, but a
+// disk that small holds no real state).
+func reserveSize(total int64) int64 { return min(total/8, maxReserve) }
+
+// releaseBelow is the free space under which reserve file i is released:
+// half the reserve for the first, 1/32 of it (a full disk) for the second.
+func releaseBelow(i int, reserve int64) int64 {
+	if i == 0 {
+		return reserve / 2
+	}
+	return reserve / 32
+}
+
+// diskSpace is the free and total bytes of the filesystem holding dir, as
+// root counts them (the daemon, and the kernel writing through passthrough
+// on its behalf, may use the blocks ext4 keeps for root).
+func diskSpace(dir string) (free, total int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Bfree) * st.Bsize, int64(st.Blocks) * st.Bsize, nil
+}
+
+// spaceKeeper runs the two measures for an open store.
+type spaceKeeper struct {
+	dir      string
+	stop     chan struct{}
+	done     chan struct{}
+	warnOnce sync.Once
+}
+
+// releaseReserveIfFull releases the reserve of the store in dir as the
+// keeper would: badger needs room to open (a new log, the flush of the
+// old one), before any keeper runs.
+func releaseReserveIfFull(dir string) {
+	if free, total, err := diskSpace(dir); err == nil {
+		releaseReserve(dir, free, reserveSize(total))
+	}
+}
+
+// releaseReserve removes the reserve files whose threshold the free space
+// is below.
+func releaseReserve(dir string, free, size int64) {
+	for i, name := range ReserveNames {
+		if free >= releaseBelow(i, size) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		fi, err := os.Lstat(path)
+		if err != nil {
+			continue
+		}
+		if err := os.Remove(path); err != nil {
+			slog.Error("cannot release the disk reserve", "file", path, "err", err)
+			continue
+		}
+		slog.Warn("disk nearly full: released the reserve for the index", "file", path, "free_before", free, "released", fi.Size())
+		free += fi.Size()
+	}
+}
+
+// keepSpace allocates the index's log files and starts the keeper; Close
+// stops it.
+func (s *Store) keepSpace() {
+	k := &spaceKeeper{dir: s.Dir, stop: make(chan struct{}), done: make(chan struct{})}
+	k.tick()
+	go func() {
+		defer close(k.done)
+		t := time.NewTicker(spaceInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-k.stop:
+				return
+			case <-t.C:
+				k.tick()
+			}
+		}
+	}()
+	s.space = k
+}
+
+// stopKeepingSpace stops the keeper, if one runs.
+func (s *Store) stopKeepingSpace() {
+	if s.space != nil {
+		close(s.space.stop)
+		<-s.space.done
+		s.space = nil
+	}
+}
+
+func (k *spaceKeeper) tick() {
+	k.allocateLogs()
+	free, total, err := diskSpace(k.dir)
+	if err != nil {
+		return
+	}
+	size := reserveSize(total)
+	releaseReserve(k.dir, free, size)
+	if free < 2*size || size < 2 {
+		return
+	}
+	for _, name := range ReserveNames {
+		path := filepath.Join(k.dir, name)
+		if _, err := os.Lstat(path); err == nil {
+			continue
+		}
+		if err := makeReserve(path, size/2); err != nil {
+			k.warnOnce.Do(func() { slog.Warn("cannot make the disk reserve", "file", path, "err", err) })
+			return
+		}
+		free -= size / 2
+		slog.Info("made the disk reserve", "file", path, "bytes", size/2, "free", free)
+	}
+}
+
+// makeReserve writes the reserve: allocated blocks (fallocate), synced,
+// under a temporary name so that a crash never leaves half a reserve.
+func makeReserve(path string, size int64) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// allocateLogs allocates the blocks of badger's memory-mapped log files
+// that badger may write and that are not allocated yet: of a memtable's
+// .mem file (twice the memtable size) the first memtable size and the
+// largest batch badger writes past it (15%: badger's maxBatchSize) before
+// it moves to a new memtable; all of DISCARD. fallocate with mode 0 only
+// fills holes: it never changes a byte, so it is safe while badger writes
+// the files.
+func (k *spaceKeeper) allocateLogs() {
+	dir := filepath.Join(k.dir, "index")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".mem") && e.Name() != "DISCARD" {
+			continue
+		}
+		if err := allocate(filepath.Join(dir, e.Name()), strings.HasSuffix(e.Name(), ".mem")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			k.warnOnce.Do(func() {
+				slog.Warn("cannot allocate the index's log: a full disk may stop the daemon", "file", e.Name(), "err", err)
+			})
+		}
+	}
+}
+
+func allocate(path string, log bool) error {
+	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	n := st.Size
+	if log {
+		n = st.Size/2 + st.Size/2*15/100
+	}
+	if st.Blocks*512 >= n {
+		return nil
+	}
+	return unix.Fallocate(int(f.Fd()), 0, 0, n)
+}
+
+// roomFor fails with ENOSPC unless n bytes can be written and leave half
+// the reserve free: the daemon's own writes (seals) never make the keeper
+// release the reserve.
+func (s *Store) roomFor(n int64) error {
+	free, total, err := diskSpace(s.Dir)
+	if err != nil {
+		return err
+	}
+	if keep := releaseBelow(0, reserveSize(total)); free-n < keep {
+		return fmt.Errorf("%w: %d bytes free, %d needed and %d kept for the index", syscall.ENOSPC, free, n, keep)
+	}
+	return nil
+}

@@ -1,0 +1,761 @@
+package test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The crash campaign (DESIGN invariants 1-4, issue 5): writers that do
+// what Flink and RocksDB do — new files, in-place rewrites and appends
+// with fsync, atomic replace by rename, hard links, RocksDB checkpoints
+// (SST files hard-linked into <dir>.tmp, MANIFEST and CURRENT written,
+// the directory renamed into place and its parent fsync'd), unlinks,
+// directory fsyncs, files large enough to be sealed into chunks — work on
+// the mount while the collector removes jobs the operator marked gone, and
+// the daemon is SIGKILLed at a random moment: during writes, while files
+// are being sealed, or while gc runs. The writers journal every change in
+// this process (outside the mount) once its fsync returned. After each
+// kill:
+//
+//   - `statefs fsck` of the store as the kill left it finds no
+//     inconsistency;
+//   - after a mount, every journaled change is there byte for byte, no file
+//     holds bytes it was never given, and a name whose change was never
+//     confirmed shows the state before it or after it (crash_test.go states
+//     the rules per way of writing);
+//   - what earlier rounds left is unchanged, and every inode's link count is
+//     its number of names;
+//   - gc, run again, removes the gone jobs' state completely.
+//
+// `make test` runs a short campaign (-campaign.kills); `make soak` runs it
+// for -soak.duration and prints the figures.
+var (
+	soakDuration  = flag.Duration("soak.duration", 0, "run the crash campaign for this long (0: the short campaign of -campaign.kills kills)")
+	soakSeed      = flag.Uint64("soak.seed", 0, "the crash campaign's seed (0: STATEFS_CRASH_SEED or the clock)")
+	campaignKills = flag.Int("campaign.kills", 16, "how many times the short crash campaign kills the daemon")
+)
+
+// campaignRoundsKept is how many rounds' trees stay in the store; older
+// ones are removed (which exercises unlink, rmdir and the sweep too), so
+// that a long campaign's store and checks stay the same size.
+const campaignRoundsKept = 3
+
+func TestCrashCampaign(t *testing.T) {
+	seed := *soakSeed
+	if seed == 0 {
+		seed = crashSeed(t)
+	} else {
+		t.Logf("seed %d", seed)
+	}
+	c := &campaign{t: t, rng: rand.New(rand.NewPCG(seed, 7)), survivors: map[string]string{}}
+	c.m = mountFS(t, sealDelayZero...)
+	start := time.Now()
+	lastReport := start
+	for round := 0; ; round++ {
+		if *soakDuration > 0 {
+			if time.Since(start) >= *soakDuration {
+				break
+			}
+		} else if round >= *campaignKills {
+			break
+		}
+		c.round(round)
+		if t.Failed() {
+			c.figures.failures++
+			t.Errorf("round %d failed (seed %d); daemon log:\n%s", round, seed, tail(c.m.Log(), 4000))
+			break
+		}
+		if *soakDuration > 0 && time.Since(lastReport) >= time.Minute {
+			lastReport = time.Now()
+			t.Logf("after %v: %s", time.Since(start).Round(time.Second), c.figures)
+		}
+	}
+	t.Logf("crash campaign, seed %d, %v: %s; index tables on disk at the end: %d",
+		seed, time.Since(start).Round(time.Second), c.figures, indexTables(t, c.m.Store))
+}
+
+// campaignFigures are what a campaign did and checked.
+type campaignFigures struct {
+	kills        int   // SIGKILLs of the daemon
+	killsSealing int   // ... while status.json reported files waiting to be sealed
+	killsGC      int   // ... while a gc run was under way (it failed with the daemon)
+	ops          int   // journaled durable changes verified after a kill
+	bytes        int64 // bytes of journaled content verified
+	gcJobs       int   // gone jobs whose collection was verified complete
+	failures     int
+}
+
+func (f campaignFigures) String() string {
+	return fmt.Sprintf("kills %d (%d while sealing, %d during gc), operations verified %d, bytes verified %d, gone jobs collected %d, failures %d",
+		f.kills, f.killsSealing, f.killsGC, f.ops, f.bytes, f.gcJobs, f.failures)
+}
+
+type campaign struct {
+	t         *testing.T
+	m         *Mount
+	rng       *rand.Rand
+	survivors map[string]string // what earlier rounds left: path → SHA-256
+	kept      []string          // the round directories in survivors, oldest first
+	figures   campaignFigures
+}
+
+// round runs one kill: actors on the mount, a gc of a job marked gone, the
+// kill, and every check.
+func (c *campaign) round(r int) {
+	t, m := c.t, c.m
+	dir := fmt.Sprintf("c%d", r)
+	stop := guardStall(t, m, 90*time.Second, dir+": preparing and writing")
+	gone := c.goneJob(r)
+
+	for _, d := range []string{"w/w0", "w/w1", "w/w2", "ul", "ck"} {
+		mustDo(t, os.MkdirAll(m.Path(dir, d), 0o755))
+	}
+	for _, d := range []string{"", dir, dir + "/w", dir + "/w/w0", dir + "/w/w1", dir + "/w/w2", dir + "/ul", dir + "/ck"} {
+		syncDir(t, m.Path(d))
+	}
+	root, err := os.OpenRoot(m.Dir)
+	mustDo(t, err)
+	defer root.Close()
+
+	var killed atomic.Bool
+	var wg sync.WaitGroup
+	var writers []*writer
+	for i := range 3 {
+		w := &writer{root: root, dir: fmt.Sprintf("%s/w/w%d", dir, i), rng: rand.New(rand.NewPCG(c.rng.Uint64(), uint64(i))), killed: &killed}
+		writers = append(writers, w)
+		wg.Go(w.run)
+	}
+	ul := &unlinker{actor: actor{root: root, dir: dir + "/ul", rng: rand.New(rand.NewPCG(c.rng.Uint64(), 10)), killed: &killed}}
+	ck := &checkpointer{actor: actor{root: root, dir: dir + "/ck", rng: rand.New(rand.NewPCG(c.rng.Uint64(), 11)), killed: &killed}}
+	wg.Go(ul.run)
+	wg.Go(ck.run)
+	gcr := &gcRunner{store: m.Store, killed: &killed, rng: rand.New(rand.NewPCG(c.rng.Uint64(), 12))}
+	gcDone := make(chan struct{})
+	go func() { defer close(gcDone); gcr.run() }()
+
+	// When to kill: at a random moment of the writes, once files wait to
+	// be sealed, or just after a gc run began.
+	switch mode := c.rng.IntN(3); mode {
+	case 0:
+		time.Sleep(100*time.Millisecond + time.Duration(c.rng.Int64N(int64(1400*time.Millisecond))))
+	case 1:
+		time.Sleep(100*time.Millisecond + time.Duration(c.rng.Int64N(int64(500*time.Millisecond))))
+		waitUnsealed(t, m, 2*time.Second)
+	case 2:
+		deadline := time.Now().Add(3 * time.Second)
+		for gcr.runs.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Duration(c.rng.Int64N(int64(60 * time.Millisecond))))
+	}
+	if n, err := unsealed(m); err == nil && n > 0 {
+		c.figures.killsSealing++
+	}
+	stop()
+	killed.Store(true)
+	m.Kill()
+	c.figures.kills++
+	waitOrFail(t, &wg, dir+": writers")
+	<-gcDone
+	if gcr.interrupted {
+		c.figures.killsGC++
+	}
+	for _, w := range writers {
+		if w.errBeforeKill != nil {
+			t.Errorf("%s: writer failed while the daemon was still running: %v", w.dir, w.errBeforeKill)
+		}
+	}
+	for _, a := range []*actor{&ul.actor, &ck.actor} {
+		if a.errBeforeKill != nil {
+			t.Errorf("%s: failed while the daemon was still running: %v", a.dir, a.errBeforeKill)
+		}
+	}
+	if gcr.errBeforeKill != nil {
+		t.Errorf("%s: gc failed while the daemon was still running: %v", dir, gcr.errBeforeKill)
+	}
+
+	// The store as the kill left it.
+	ps, res := fsck(t, m.Store, r%8 == 0)
+	for _, p := range ps {
+		if p.Kind != problemStrayStaging && p.Kind != problemGarbageChunk {
+			t.Errorf("%s: after the kill fsck found %s: %s", dir, p.Kind, p.Detail)
+		}
+	}
+	if res.code != 0 {
+		t.Errorf("%s: fsck after the kill exited %d\n%s", dir, res.code, res.stderr)
+	}
+
+	m.Start()
+	stop = guardStall(t, m, 2*time.Minute, dir+": verifying")
+	defer stop()
+	var hs []*history
+	for _, w := range writers {
+		hs = append(hs, w.done...)
+	}
+	verifyHistories(t, m, dir, dir+"/w", hs)
+	checkExpectations(t, m, dir+"/ul", ul.expectations())
+	checkExpectations(t, m, dir+"/ck", ck.expectations())
+	checkExpectations(t, m, gone.executor, gone.expectations())
+	requireSurvivors(t, m, dir, c.survivors)
+	requireNlinkMatchesNames(t, m)
+
+	// gc run again completes: nothing of the gone job is left.
+	mustCLI(t, "gc", "--store", m.Store, "--grace", "0s")
+	checkExpectations(t, m, gone.executor, nil)
+	if t.Failed() {
+		return
+	}
+
+	c.count(hs, ul, ck)
+	c.figures.gcJobs++
+	for p, sum := range digestTree(t, m.Path(dir)) {
+		c.survivors[path.Join(dir, p)] = sum
+	}
+	c.kept = append(c.kept, dir)
+	if len(c.kept) > campaignRoundsKept {
+		old := c.kept[0]
+		c.kept = c.kept[1:]
+		mustDo(t, os.RemoveAll(m.Path(old)))
+		for p := range c.survivors {
+			if strings.HasPrefix(p, old+"/") {
+				delete(c.survivors, p)
+			}
+		}
+	}
+}
+
+// count adds what a passed round verified to the figures.
+func (c *campaign) count(hs []*history, ul *unlinker, ck *checkpointer) {
+	f := &c.figures
+	for _, h := range hs {
+		if h.durable >= 0 {
+			f.ops += h.durable + 1
+			f.bytes += int64(len(h.versions[h.durable]))
+		}
+		if h.linkDurable {
+			f.ops++
+		}
+	}
+	for _, u := range ul.files {
+		if u.durable {
+			f.ops++
+			f.bytes += int64(len(u.data))
+		}
+		if u.unlinkDurable {
+			f.ops++
+		}
+	}
+	for _, s := range ck.ssts {
+		if s.durable {
+			f.ops++
+			f.bytes += int64(len(s.data))
+		}
+		if s.removeDurable {
+			f.ops++
+		}
+	}
+	for _, cp := range ck.checkpoints {
+		if cp.durable {
+			f.ops++
+			for _, b := range cp.files {
+				f.bytes += int64(len(b))
+			}
+		}
+		if cp.removeDurable {
+			f.ops++
+		}
+	}
+}
+
+// goneJobTree is the local state of a job that the operator marked gone.
+type goneJobTree struct {
+	executor string // tm_<resource id>, relative to the mount
+	files    map[string][]byte
+}
+
+// expectations: each file whole or collected.
+func (g goneJobTree) expectations() map[string]expect {
+	e := map[string]expect{}
+	for p, b := range g.files {
+		e[strings.TrimPrefix(p, g.executor+"/")] = expect{exact: [][]byte{b}}
+	}
+	return e
+}
+
+// goneJob writes, fsyncs and marks gone the local state of a new job under
+// an executor of its own, for this round's gc.
+func (c *campaign) goneJob(r int) goneJobTree {
+	job := fmt.Sprintf("%016x%016x", c.rng.Uint64(), c.rng.Uint64())
+	g := goneJobTree{executor: fmt.Sprintf("tm_camp%d", r), files: map[string][]byte{}}
+	chk := fmt.Sprintf("%s/localState/aid_%s/jid_%s/vtx_%s_sti_0/chk_1", g.executor, holdAlloc, job, holdVertex)
+	db := fmt.Sprintf("%s/tmp/job_%s_op_agg_uuid_5b1c2f3e-0a1b-4c2d-8e9f-0123456789ab/db", g.executor, job)
+	seed := int64(c.rng.Uint64() >> 2)
+	g.files[chk+"/_task_state_snapshot"] = []byte("snapshot of " + job)
+	g.files[chk+"/db/000012.sst"] = pseudoRandom(300<<10+c.rng.IntN(1<<20), seed)
+	g.files[chk+"/db/MANIFEST-000003"] = pseudoRandom(4<<10, seed+1)
+	g.files[db+"/000013.sst"] = pseudoRandom(100<<10+c.rng.IntN(600<<10), seed+2)
+	g.files[db+"/CURRENT"] = []byte("MANIFEST-000003\n")
+	for p, b := range g.files {
+		putSynced(c.t, c.m.Path(p), b)
+	}
+	mustCLI(c.t, "job", "--store", c.m.Store, "gone", job)
+	return g
+}
+
+// gcRunner runs gc through the daemon, again and again, until the kill.
+type gcRunner struct {
+	store  string
+	killed *atomic.Bool
+	rng    *rand.Rand
+	runs   atomic.Int32 // runs begun
+
+	interrupted   bool // a run failed because the daemon died under it
+	errBeforeKill error
+}
+
+func (g *gcRunner) run() {
+	time.Sleep(time.Duration(g.rng.Int64N(int64(400 * time.Millisecond))))
+	for !g.killed.Load() {
+		g.runs.Add(1)
+		out, err := exec.Command(binary, "gc", "--store", g.store, "--grace", "0s").CombinedOutput()
+		if err != nil {
+			if g.killed.Load() {
+				g.interrupted = true
+			} else {
+				g.errBeforeKill = fmt.Errorf("%v: %s", err, out)
+			}
+			return
+		}
+		time.Sleep(time.Duration(g.rng.Int64N(int64(300 * time.Millisecond))))
+	}
+}
+
+func waitOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s still blocked 30s after the daemon was killed", what)
+	}
+}
+
+// expect is what the journal allows one name to hold after a crash.
+type expect struct {
+	required  bool     // a confirmed change made it exist
+	forbidden bool     // a confirmed change removed it
+	exact     [][]byte // contents it may hold
+	prefixOf  []byte   // or any prefix of this: a write not confirmed
+	group     string   // names of one group are all there or all gone
+}
+
+// checkExpectations walks dir on the mount: every file there must be
+// allowed by want (relative names), every required one must be there, and
+// each group must be whole or absent.
+func checkExpectations(t *testing.T, m *Mount, dir string, want map[string]expect) {
+	t.Helper()
+	seen := map[string]bool{}
+	err := filepath.WalkDir(m.Path(dir), func(p string, d fs.DirEntry, err error) error {
+		if os.IsNotExist(err) && p == m.Path(dir) {
+			return filepath.SkipDir
+		}
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(m.Path(dir), p)
+		e, ok := want[rel]
+		data, rerr := os.ReadFile(p)
+		switch {
+		case !ok:
+			t.Errorf("%s/%s exists, but nobody wrote it", dir, rel)
+		case e.forbidden:
+			t.Errorf("%s/%s exists, but its removal was confirmed", dir, rel)
+		case rerr != nil:
+			t.Errorf("%s/%s: %v", dir, rel, rerr)
+		case !matches(data, e):
+			t.Errorf("%s/%s holds %s, which the journal does not allow (%d allowed contents, prefix of %d bytes allowed: %v)",
+				dir, rel, describe(data), len(e.exact), len(e.prefixOf), e.prefixOf != nil)
+		}
+		seen[rel] = true
+		return nil
+	})
+	if err != nil {
+		t.Errorf("walking %s: %v", dir, err)
+	}
+	groups := map[string][2]int{} // present, total
+	for rel, e := range want {
+		if e.required && !seen[rel] {
+			t.Errorf("%s/%s is gone, but the journal confirmed it", dir, rel)
+		}
+		if e.group != "" {
+			g := groups[e.group]
+			if seen[rel] {
+				g[0]++
+			}
+			g[1]++
+			groups[e.group] = g
+		}
+	}
+	for name, g := range groups {
+		if g[0] != 0 && g[0] != g[1] {
+			t.Errorf("%s: %s holds %d of its %d files: a rename showed half a directory", dir, name, g[0], g[1])
+		}
+	}
+}
+
+func matches(data []byte, e expect) bool {
+	for _, b := range e.exact {
+		if bytes.Equal(data, b) {
+			return true
+		}
+	}
+	return e.prefixOf != nil && isPrefix(data, e.prefixOf)
+}
+
+// actor is what the campaign's writers share: names resolved through a
+// directory fd on the mount (so that after the kill they fail instead of
+// writing into the bare mountpoint), and the error the daemon gave while
+// still alive.
+type actor struct {
+	root   *os.Root
+	dir    string
+	rng    *rand.Rand
+	killed *atomic.Bool
+	seq    int
+
+	errBeforeKill error
+}
+
+// failed records err unless the daemon is being killed; the actor stops.
+func (a *actor) failed(err error) {
+	if !a.killed.Load() {
+		a.errBeforeKill = err
+	}
+}
+
+// content is random bytes: mostly under the inline limit, often large
+// enough to be sealed into one or more chunks.
+func (a *actor) content() []byte {
+	n := a.rng.IntN(24 << 10)
+	if a.rng.IntN(3) == 0 {
+		n = 40<<10 + a.rng.IntN(600<<10)
+	}
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(a.rng.Uint32())
+	}
+	return b
+}
+
+// create makes a new file, writes it front to back and fsyncs it. begun
+// is called first: a create the daemon committed may show even if its
+// answer never came.
+func (a *actor) create(name string, data []byte, begun func()) error {
+	begun()
+	f, err := a.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (a *actor) syncDir(dir string) error {
+	d, err := a.root.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// unlinker creates files and unlinks earlier ones, each change followed
+// by a directory fsync.
+type unlinker struct {
+	actor
+	files []*unlinkedFile
+}
+
+type unlinkedFile struct {
+	name          string // relative to the unlinker's dir
+	data          []byte
+	durable       bool // written, fsync'd, dir fsync'd
+	unlinkIssued  bool
+	unlinkDurable bool // unlink and the dir fsync returned
+}
+
+func (u *unlinker) run() {
+	for {
+		u.seq++
+		f := &unlinkedFile{name: fmt.Sprintf("f%d", u.seq), data: u.content()}
+		if err := u.create(path.Join(u.dir, f.name), f.data, func() { u.files = append(u.files, f) }); err != nil {
+			u.failed(err)
+			return
+		}
+		if err := u.syncDir(u.dir); err != nil {
+			u.failed(err)
+			return
+		}
+		f.durable = true
+		if u.rng.IntN(2) == 0 {
+			continue
+		}
+		var live []*unlinkedFile
+		for _, g := range u.files {
+			if g.durable && !g.unlinkIssued {
+				live = append(live, g)
+			}
+		}
+		v := live[u.rng.IntN(len(live))]
+		v.unlinkIssued = true
+		if err := u.root.Remove(path.Join(u.dir, v.name)); err != nil {
+			u.failed(err)
+			return
+		}
+		if err := u.syncDir(u.dir); err != nil {
+			u.failed(err)
+			return
+		}
+		v.unlinkDurable = true
+	}
+}
+
+func (u *unlinker) expectations() map[string]expect {
+	e := map[string]expect{}
+	for _, f := range u.files {
+		switch {
+		case f.unlinkDurable:
+			e[f.name] = expect{forbidden: true}
+		case f.durable:
+			e[f.name] = expect{required: !f.unlinkIssued, exact: [][]byte{f.data}}
+		default:
+			e[f.name] = expect{prefixOf: f.data}
+		}
+	}
+	return e
+}
+
+// checkpointer does what RocksDB does under Flink: SST files written once
+// and fsync'd, deleted after compactions, and native checkpoints: the live
+// SSTs hard-linked into chk_<n>.tmp, MANIFEST and CURRENT written there and
+// fsync'd, the directory fsync'd, renamed to chk_<n>, and its parent
+// fsync'd; checkpoints older than the last two are removed.
+type checkpointer struct {
+	actor
+	ssts        []*sstFile
+	checkpoints []*checkpointDir
+}
+
+type sstFile struct {
+	name          string // db/<n>.sst
+	data          []byte
+	durable       bool
+	removeIssued  bool
+	removeDurable bool
+}
+
+type checkpointDir struct {
+	n     int
+	files map[string][]byte // begun in chk_<n>.tmp
+	// written holds the files whose content was written and fsync'd (the
+	// links are whole at once).
+	written       map[string]bool
+	renameIssued  bool
+	durable       bool // the rename and the parent's fsync returned
+	removeIssued  bool
+	removeDurable bool
+}
+
+func (k *checkpointer) run() {
+	db := path.Join(k.dir, "db")
+	if err := k.root.Mkdir(db, 0o755); err != nil {
+		k.failed(err)
+		return
+	}
+	if err := k.syncDir(k.dir); err != nil {
+		k.failed(err)
+		return
+	}
+	for {
+		var err error
+		switch op := k.rng.IntN(10); {
+		case op < 5:
+			err = k.writeSST()
+		case op < 7:
+			err = k.compact()
+		default:
+			err = k.checkpoint()
+		}
+		if err != nil {
+			k.failed(err)
+			return
+		}
+	}
+}
+
+func (k *checkpointer) writeSST() error {
+	k.seq++
+	s := &sstFile{name: fmt.Sprintf("db/%06d.sst", k.seq), data: k.content()}
+	if err := k.create(path.Join(k.dir, s.name), s.data, func() { k.ssts = append(k.ssts, s) }); err != nil {
+		return err
+	}
+	if err := k.syncDir(path.Join(k.dir, "db")); err != nil {
+		return err
+	}
+	s.durable = true
+	return nil
+}
+
+func (k *checkpointer) live() []*sstFile {
+	var live []*sstFile
+	for _, s := range k.ssts {
+		if s.durable && !s.removeIssued {
+			live = append(live, s)
+		}
+	}
+	return live
+}
+
+// compact removes one live SST, as a compaction that replaced it does.
+func (k *checkpointer) compact() error {
+	live := k.live()
+	if len(live) < 3 {
+		return nil
+	}
+	s := live[k.rng.IntN(len(live))]
+	s.removeIssued = true
+	if err := k.root.Remove(path.Join(k.dir, s.name)); err != nil {
+		return err
+	}
+	if err := k.syncDir(path.Join(k.dir, "db")); err != nil {
+		return err
+	}
+	s.removeDurable = true
+	return nil
+}
+
+func (k *checkpointer) checkpoint() error {
+	c := &checkpointDir{n: len(k.checkpoints) + 1, files: map[string][]byte{}, written: map[string]bool{}}
+	k.checkpoints = append(k.checkpoints, c)
+	tmp := path.Join(k.dir, fmt.Sprintf("chk_%d.tmp", c.n))
+	if err := k.root.Mkdir(tmp, 0o755); err != nil {
+		return err
+	}
+	for _, s := range k.live() {
+		base := path.Base(s.name)
+		c.files[base] = s.data
+		if err := k.root.Link(path.Join(k.dir, s.name), path.Join(tmp, base)); err != nil {
+			return err
+		}
+		c.written[base] = true
+	}
+	manifest := fmt.Sprintf("MANIFEST-%06d", c.n)
+	for name, data := range map[string][]byte{manifest: k.content(), "CURRENT": []byte(manifest + "\n")} {
+		if err := k.create(path.Join(tmp, name), data, func() { c.files[name] = data }); err != nil {
+			return err
+		}
+		c.written[name] = true
+	}
+	if err := k.syncDir(tmp); err != nil {
+		return err
+	}
+	c.renameIssued = true
+	if err := k.root.Rename(tmp, path.Join(k.dir, fmt.Sprintf("chk_%d", c.n))); err != nil {
+		return err
+	}
+	if err := k.syncDir(k.dir); err != nil {
+		return err
+	}
+	c.durable = true
+	for _, old := range k.checkpoints {
+		if old.n > c.n-2 || !old.durable || old.removeIssued {
+			continue
+		}
+		old.removeIssued = true
+		if err := k.root.RemoveAll(path.Join(k.dir, fmt.Sprintf("chk_%d", old.n))); err != nil {
+			return err
+		}
+		if err := k.syncDir(k.dir); err != nil {
+			return err
+		}
+		old.removeDurable = true
+	}
+	return nil
+}
+
+func (k *checkpointer) expectations() map[string]expect {
+	e := map[string]expect{}
+	for _, s := range k.ssts {
+		switch {
+		case s.removeDurable:
+			e[s.name] = expect{forbidden: true}
+		case s.durable:
+			e[s.name] = expect{required: !s.removeIssued, exact: [][]byte{s.data}}
+		default:
+			e[s.name] = expect{prefixOf: s.data}
+		}
+	}
+	for _, c := range k.checkpoints {
+		tmp, final := fmt.Sprintf("chk_%d.tmp", c.n), fmt.Sprintf("chk_%d", c.n)
+		names := make([]string, 0, len(c.files))
+		for name := range c.files {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			data := c.files[name]
+			switch {
+			case c.removeDurable:
+				e[path.Join(final, name)] = expect{forbidden: true}
+				e[path.Join(tmp, name)] = expect{forbidden: true}
+			case c.durable:
+				// Whole, unless its removal began: then any of its files may
+				// be gone already, and the rest are whole.
+				e[path.Join(final, name)] = expect{required: !c.removeIssued, exact: [][]byte{data}}
+				e[path.Join(tmp, name)] = expect{forbidden: true}
+			case c.renameIssued:
+				// The rename may or may not show; the directory is whole
+				// under one of its names.
+				e[path.Join(final, name)] = expect{exact: [][]byte{data}, group: final}
+				e[path.Join(tmp, name)] = expect{exact: [][]byte{data}, group: tmp}
+			case c.written[name]:
+				e[path.Join(tmp, name)] = expect{exact: [][]byte{data}}
+			default:
+				e[path.Join(tmp, name)] = expect{prefixOf: data}
+			}
+		}
+	}
+	return e
+}
+
+// indexTables counts the index's table files: each is a memtable flush or
+// a compaction's output, so a campaign whose count is above zero killed
+// the daemon over an index that flushes and compacts.
+func indexTables(t *testing.T, store string) int {
+	t.Helper()
+	ts, err := filepath.Glob(filepath.Join(store, "index", "*.sst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ts)
+}

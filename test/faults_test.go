@@ -1,0 +1,558 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/statefs/statefs/internal/testenv"
+)
+
+// The fault tests (issue 5) break the disk under a mounted store — fill
+// it, damage chunk files, make the index read-only — and check that
+// writers get the right errno, readers get EIO and never wrong bytes, the
+// daemon keeps serving and unmounts cleanly, and `statefs fsck`, `fsck
+// --repair` and `statefs scrub` report and repair exactly the damage.
+
+// smallDisk mounts a tmpfs of mib MiB in a temp dir, unmounted when the
+// test ends (after the daemon, whose cleanup was registered later).
+func smallDisk(t *testing.T, mib int) string {
+	t.Helper()
+	testenv.RequireFUSE(t) // root, as the mount needs
+	disk := t.TempDir()
+	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, fmt.Sprintf("size=%dm", mib)); err != nil {
+		t.Fatalf("mounting a %d MiB tmpfs for the store: %v", mib, err)
+	}
+	t.Cleanup(func() { unix.Unmount(disk, unix.MNT_DETACH) })
+	return disk
+}
+
+// storeSynced writes data to a new file at path and fsyncs and closes it,
+// returning the first error. A short write without an error is an error
+// too: the bytes were not stored and nobody was told.
+func storeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	n, err := f.Write(data)
+	if err == nil && n != len(data) {
+		err = fmt.Errorf("short write of %d of %d bytes without an error", n, len(data))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// requireNoSpace fails unless err is ENOSPC or EDQUOT.
+func requireNoSpace(t *testing.T, err error, what string) {
+	t.Helper()
+	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("%s on a full disk: %v, want ENOSPC or EDQUOT", what, err)
+	}
+}
+
+// requireServing fails unless the daemon is alive and answers a stat of
+// the mount root within 10 seconds (a wedged daemon never answers).
+func requireServing(t *testing.T, m *Mount, when string) {
+	t.Helper()
+	for _, fatal := range []string{"fatal error", "SIGBUS", "panic:"} {
+		if strings.Contains(m.Log(), fatal) {
+			t.Fatalf("%s: the daemon died (%q in its log):\n%s", when, fatal, tail(m.Log(), 4000))
+		}
+	}
+	done := make(chan error, 1)
+	go func() { _, err := os.Stat(m.Path(".")); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: stat of the mount root: %v\n%s", when, err, tail(m.Log(), 4000))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: the daemon does not answer a stat within 10s\n%s", when, tail(m.Log(), 4000))
+	}
+}
+
+// waitLog waits up to 20 seconds for the daemon's log to contain needle.
+func waitLog(t *testing.T, m *Mount, needle string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(m.Log(), needle) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon did not log %q within 20s:\n%s", needle, tail(m.Log(), 4000))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fill writes files of 4 MiB, each fsync'd, under dir until one fails, and
+// returns the ones that were stored (write, fsync and close succeeded). The
+// failure must be ENOSPC or EDQUOT.
+func fill(t *testing.T, dir string, seed int64) map[string][]byte {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	stored := map[string][]byte{}
+	for i := 0; ; i++ {
+		require.Less(t, i, 1000, "4 GB written to a small disk without ENOSPC")
+		path := filepath.Join(dir, fmt.Sprintf("f%03d", i))
+		data := pseudoRandom(4<<20, seed+int64(i))
+		if err := storeSynced(path, data); err != nil {
+			requireNoSpace(t, err, "writing "+path)
+			return stored
+		}
+		stored[path] = data
+	}
+}
+
+// TestFullDisk fills a store's disk through the mount. Writers get ENOSPC,
+// never success for bytes that were not stored; the daemon keeps serving
+// metadata changes (badger's log is allocated ahead, and the reserve gives
+// its memtable flush room: without them it dies of SIGBUS); a seal that
+// finds no room leaves the file in staging, readable; once files are
+// deleted the store takes writes again, fsck finds it consistent, and
+// every file whose fsync succeeded reads back byte for byte.
+func TestFullDisk(t *testing.T) {
+	disk := smallDisk(t, 1024)
+	m := mountStore(t, filepath.Join(disk, "store"), "--seal-delay", "0")
+	for _, name := range []string{"reserve-1", "reserve-2"} {
+		_, err := os.Stat(filepath.Join(m.Store, name))
+		require.NoError(t, err, "the daemon keeps a reserve")
+	}
+
+	// The victim stays open (a reader) until the disk is full, so that its
+	// seal runs then.
+	victim := pseudoRandom(24<<20, 70)
+	f, err := os.Create(m.Path("victim"))
+	require.NoError(t, err)
+	_, err = f.Write(victim)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	hold, err := os.Open(m.Path("victim"))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	fi, err := hold.Stat()
+	require.NoError(t, err)
+	victimIno := fi.Sys().(*syscall.Stat_t).Ino
+
+	// The writer stops at ENOSPC; the daemon releases half of the reserve
+	// (the first half maybe while the writer still ran, which took it; then
+	// the second).
+	reserveLeft := func() bool {
+		for _, name := range []string{"reserve-1", "reserve-2"} {
+			if _, err := os.Stat(filepath.Join(m.Store, name)); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	stored := fill(t, m.Path("fill1"), 1000)
+	require.NotEmpty(t, stored)
+	deadline := time.Now().Add(10 * time.Second)
+	for freeBytes(t, disk) < 32<<20 {
+		require.True(t, time.Now().Before(deadline), "the daemon released no reserve within 10s of a full disk\n%s", tail(m.Log(), 4000))
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Enough metadata changes to fill a memtable (18 MiB of extended
+	// attributes): badger flushes it into a new table, which needs the
+	// released reserve.
+	require.NoError(t, os.WriteFile(m.Path("attrs"), nil, 0o644))
+	for i := range 300 {
+		err := unix.Setxattr(m.Path("attrs"), "user.blob", pseudoRandom(60<<10, int64(i)), 0)
+		if err != nil {
+			requireNoSpace(t, err, "setxattr")
+		}
+	}
+	requireServing(t, m, "after a memtable's worth of metadata changes on a full disk")
+
+	// Writers that go on after ENOSPC take whatever the daemon releases,
+	// until no reserve is left and the disk stays full.
+	for round := 0; ; round++ {
+		require.Less(t, round, 6, "the disk does not stay full")
+		for path, data := range fill(t, m.Path(fmt.Sprintf("more%d", round)), int64(2000+100*round)) {
+			stored[path] = data
+		}
+		if !reserveLeft() && freeBytes(t, disk) < 1<<20 {
+			break
+		}
+		time.Sleep(300 * time.Millisecond) // the daemon releases what is left
+	}
+	// Metadata changes on a disk with no free block at all: each one
+	// succeeds or fails with ENOSPC, and the daemon lives on.
+	for i := range 300 {
+		dir := m.Path(fmt.Sprintf("d%03d", i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			requireNoSpace(t, err, "mkdir")
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644); err != nil {
+			requireNoSpace(t, err, "creating an empty file")
+		}
+		if err := os.Rename(dir, dir+"-renamed"); err != nil {
+			requireNoSpace(t, err, "rename")
+		}
+	}
+	requireServing(t, m, "after metadata changes on a full disk")
+
+	// Now the victim's seal runs and finds no room: the file stays in
+	// staging, whole and readable.
+	require.NoError(t, hold.Close())
+	waitLog(t, m, fmt.Sprintf("sealing failed; the file stays in staging\" inode=%d ", victimIno))
+	found := false
+	err = filepath.WalkDir(filepath.Join(m.Store, "staging"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil && info.Size() == int64(len(victim)) {
+				found = true
+			}
+		}
+		return err
+	})
+	require.NoError(t, err)
+	require.True(t, found, "the victim's staging file is gone although its seal failed")
+	dropCache(t, m.Path("victim"))
+	requireContent(t, m.Path("victim"), victim)
+	for path, data := range stored {
+		requireContent(t, path, data)
+	}
+	requireServing(t, m, "after reading on a full disk")
+
+	// Free space: the store takes writes again and remakes its reserve.
+	for round := 0; round < 6; round++ {
+		require.NoError(t, os.RemoveAll(m.Path(fmt.Sprintf("more%d", round))))
+	}
+	kept := 0
+	for _, path := range slices.Sorted(maps.Keys(stored)) {
+		switch {
+		case !strings.Contains(path, "fill1"):
+			delete(stored, path)
+		case kept < 8:
+			kept++
+		default:
+			require.NoError(t, os.Remove(path))
+			delete(stored, path)
+		}
+	}
+	// Sealed files' chunks go with the next sweep: statefs gc, through the
+	// daemon.
+	deadline = time.Now().Add(20 * time.Second)
+	for freeBytes(t, disk) < 512<<20 {
+		require.True(t, time.Now().Before(deadline), "deleting files and gc freed no space within 20s")
+		r := runCLI(t, time.Minute, "gc", "--store", m.Store)
+		require.Equal(t, 0, r.code, "statefs gc on a full disk: %s\n%s", r.stdout, r.stderr)
+		time.Sleep(100 * time.Millisecond)
+	}
+	after := pseudoRandom(8<<20, 71)
+	require.NoError(t, storeSynced(m.Path("after"), after))
+	requireServing(t, m, "after space was freed")
+
+	m.Unmount() // exits 0 and leaves no mount: Unmount checks
+	ps, r := fsck(t, m.Store, true)
+	require.Equal(t, 0, r.code, "fsck after a full disk: %v\n%s", ps, r.stderr)
+	for _, p := range ps {
+		require.Contains(t, []string{"garbage-chunk"}, p.Kind, "fsck after a full disk: %s: %s", p.Kind, p.Detail)
+	}
+
+	m.Start() // seals the victim, which waited in staging
+	waitAllSealed(t, m)
+	requireContent(t, m.Path("victim"), victim)
+	requireContent(t, m.Path("after"), after)
+	for path, data := range stored {
+		requireContent(t, path, data)
+	}
+}
+
+// faultFiles writes files of distinct random content, sealed one at a
+// time, and returns each one's content and the chunk files it added.
+func faultFiles(t *testing.T, m *Mount, names ...string) (map[string][]byte, map[string][]string) {
+	t.Helper()
+	contents, chunks := map[string][]byte{}, map[string][]string{}
+	for i, name := range names {
+		before := chunkFiles(t, m.Store)
+		contents[name] = pseudoRandom(3<<20, int64(100+i))
+		putFile(t, m.Path(name), contents[name], 0o644)
+		waitAllSealed(t, m)
+		for _, c := range chunkFiles(t, m.Store) {
+			if !slices.Contains(before, c) {
+				chunks[name] = append(chunks[name], c)
+			}
+		}
+		require.GreaterOrEqual(t, len(chunks[name]), 2, "%s: 3 MiB sealed into fewer than two chunks", name)
+	}
+	return contents, chunks
+}
+
+// chunkFiles lists the paths of the chunk files of store, sorted.
+func chunkFiles(t *testing.T, store string) []string {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir(filepath.Join(store, "chunks"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
+			paths = append(paths, p)
+		}
+		return err
+	})
+	require.NoError(t, err)
+	slices.Sort(paths)
+	return paths
+}
+
+// requireEIO reads path and expects EIO, and a log line of the daemon that
+// names the file and the chunk.
+func requireEIO(t *testing.T, m *Mount, name, chunk string) {
+	t.Helper()
+	dropCache(t, m.Path(name))
+	_, err := os.ReadFile(m.Path(name))
+	require.True(t, errors.Is(err, syscall.EIO), "reading %s with a damaged chunk: %v, want EIO", name, err)
+	for _, line := range strings.Split(m.Log(), "\n") {
+		if strings.Contains(line, "unreadable content") && strings.Contains(line, name) && strings.Contains(line, filepath.Base(chunk)) {
+			return
+		}
+	}
+	t.Fatalf("no log line names %s and chunk %s:\n%s", name, filepath.Base(chunk), tail(m.Log(), 4000))
+}
+
+// damagedFiles is the damaged-file problems fsck reported, by file name.
+func damagedFiles(ps []fsckProblem) []string {
+	var names []string
+	for _, p := range ps {
+		if p.Kind == "damaged-file" {
+			name, _, _ := strings.Cut(strings.TrimPrefix(p.Detail, "file "), " (")
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestIOErrorDamagedChunks damages chunk files three ways — cut short,
+// replaced by a directory, a byte flipped — while the daemon runs. Reads of
+// the three files give EIO with a log line naming the file and the chunk;
+// the fourth file, the daemon and new writes are unaffected. fsck reports
+// exactly the three files and changes nothing; fsck --repair lists the
+// lost ranges and makes them holes; the repaired files keep their names and
+// sizes and read as before but with zeros in the lost ranges.
+func TestIOErrorDamagedChunks(t *testing.T) {
+	m := mountFS(t, "--seal-delay", "0")
+	names := []string{"truncated", "directory", "flipped", "intact"}
+	contents, chunks := faultFiles(t, m, names...)
+	m.Restart() // the daemon's chunk cache and the kernel's pages start empty
+
+	lost := map[string]string{} // file -> its damaged chunk file
+	for _, name := range names[:3] {
+		lost[name] = chunks[name][len(chunks[name])-1]
+	}
+	require.NoError(t, os.Truncate(lost["truncated"], 100))
+	require.NoError(t, os.Remove(lost["directory"]))
+	require.NoError(t, os.Mkdir(lost["directory"], 0o700))
+	b, err := os.ReadFile(lost["flipped"])
+	require.NoError(t, err)
+	b[len(b)/2] ^= 0x10
+	require.NoError(t, os.WriteFile(lost["flipped"], b, 0o600))
+
+	for _, name := range names[:3] {
+		requireEIO(t, m, name, lost[name])
+	}
+	requireContent(t, m.Path("intact"), contents["intact"])
+	fresh := pseudoRandom(5<<20, 200)
+	require.NoError(t, storeSynced(m.Path("fresh"), fresh))
+	requireServing(t, m, "after reads of damaged chunks")
+	m.Unmount()
+
+	// fsck without --verify sees the chunk that is not a file; with it,
+	// all three. It changes nothing: the second run sees the same.
+	ps, r := fsck(t, m.Store, false)
+	require.Equal(t, 1, r.code, "fsck of a damaged store must fail: %v", ps)
+	require.Equal(t, []string{"directory"}, damagedFiles(ps))
+	for range 2 {
+		ps, r = fsck(t, m.Store, true)
+		require.Equal(t, 1, r.code, "fsck --verify of a damaged store must fail: %v", ps)
+		require.Equal(t, []string{"directory", "flipped", "truncated"}, damagedFiles(ps), "fsck --verify: %v", ps)
+	}
+	fi, err := os.Stat(lost["directory"])
+	require.NoError(t, err)
+	require.True(t, fi.IsDir(), "fsck changed the damaged chunk")
+
+	r = runCLI(t, time.Minute, "fsck", "--store", m.Store, "--repair", "--json")
+	require.Equal(t, 0, r.code, "fsck --repair: %s\n%s", r.stdout, r.stderr)
+	var rep struct {
+		Repaired []struct {
+			Paths     []string `json:"paths"`
+			Size      uint64   `json:"size"`
+			LostBytes uint64   `json:"lost_bytes"`
+			Holes     []struct {
+				Off   uint64 `json:"offset"`
+				Len   uint64 `json:"length"`
+				Chunk string `json:"chunk"`
+			} `json:"holes"`
+		} `json:"repaired"`
+		Removed  []string      `json:"removed_chunks"`
+		Problems []fsckProblem `json:"problems"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	require.Len(t, rep.Repaired, 3, "fsck --repair: %s", r.stdout)
+	require.Len(t, rep.Removed, 3)
+	holes := map[string][2]uint64{}
+	for _, f := range rep.Repaired {
+		require.Len(t, f.Paths, 1)
+		require.Len(t, f.Holes, 1)
+		name := f.Paths[0]
+		require.Equal(t, filepath.Base(lost[name]), f.Holes[0].Chunk, "%s: the hole's chunk", name)
+		require.Equal(t, uint64(len(contents[name])), f.Size)
+		holes[name] = [2]uint64{f.Holes[0].Off, f.Holes[0].Len}
+	}
+	for _, p := range rep.Problems {
+		require.Equal(t, "garbage-chunk", p.Kind, "after --repair: %s", p.Detail)
+	}
+	for _, name := range names[:3] {
+		_, err := os.Lstat(lost[name])
+		require.True(t, errors.Is(err, fs.ErrNotExist), "fsck --repair left damaged chunk %s: %v", lost[name], err)
+	}
+	ps, r = fsck(t, m.Store, true)
+	require.Equal(t, 0, r.code, "fsck --verify after --repair: %v", ps)
+
+	m.Start()
+	for _, name := range names[:3] {
+		want := bytes.Clone(contents[name])
+		h := holes[name]
+		clear(want[h[0] : h[0]+h[1]])
+		requireContent(t, m.Path(name), want)
+	}
+	requireContent(t, m.Path("intact"), contents["intact"])
+	requireContent(t, m.Path("fresh"), fresh)
+	// Content written again is stored afresh, not deduplicated against the
+	// chunk that was damaged.
+	putFile(t, m.Path("again"), contents["flipped"], 0o644)
+	waitAllSealed(t, m)
+	m.Restart()
+	requireContent(t, m.Path("again"), contents["flipped"])
+}
+
+// TestIOErrorReadOnlyIndex makes the index directory read-only (a
+// read-only bind mount over it) under a running daemon: files keep
+// reading, changes succeed or fail with an errno, and the daemon neither
+// dies nor hangs; a daemon started on the read-only index refuses with one
+// line naming the index. Once the index is writable again, the store is
+// consistent and every file whose fsync succeeded is intact.
+func TestIOErrorReadOnlyIndex(t *testing.T) {
+	m := mountFS(t, "--seal-delay", "0")
+	old := pseudoRandom(3<<20, 300)
+	putFile(t, m.Path("old"), old, 0o644)
+	waitAllSealed(t, m)
+
+	indexDir := filepath.Join(m.Store, "index")
+	readOnly := func() {
+		t.Helper()
+		require.NoError(t, unix.Mount(indexDir, indexDir, "", unix.MS_BIND, ""))
+		require.NoError(t, unix.Mount("", indexDir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""))
+	}
+	writable := func() { require.NoError(t, unix.Unmount(indexDir, 0)) }
+	readOnly()
+	t.Cleanup(func() { unix.Unmount(indexDir, unix.MNT_DETACH) })
+
+	synced := map[string][]byte{}
+	for i := range 20 {
+		name := fmt.Sprintf("new%02d", i)
+		data := pseudoRandom(1<<20, int64(400+i))
+		if err := storeSynced(m.Path(name), data); err != nil {
+			var errno syscall.Errno
+			require.True(t, errors.As(err, &errno), "writing %s on a read-only index: %v, want an errno", name, err)
+			continue
+		}
+		synced[name] = data
+	}
+	if err := os.Mkdir(m.Path("dir"), 0o755); err != nil {
+		var errno syscall.Errno
+		require.True(t, errors.As(err, &errno), "mkdir on a read-only index: %v", err)
+	}
+	dropCache(t, m.Path("old"))
+	requireContent(t, m.Path("old"), old)
+	requireServing(t, m, "with a read-only index")
+	writable()
+	m.Unmount()
+
+	readOnly()
+	r := runCLI(t, time.Minute, "mount", "--store", m.Store, m.Dir)
+	requireOneLineError(t, r, "index")
+	requireNotMounted(t, m.Dir)
+	writable()
+
+	ps, r := fsck(t, m.Store, true)
+	require.Equal(t, 0, r.code, "fsck after a read-only index: %v\n%s", ps, r.stderr)
+	m.Start()
+	requireContent(t, m.Path("old"), old)
+	for name, data := range synced {
+		requireContent(t, m.Path(name), data)
+	}
+}
+
+// TestBitRotScrub flips one byte of a chunk under a running daemon: the
+// next read of the file gives EIO (never wrong bytes), other files read
+// fine, and `statefs scrub` finds the chunk and names the file, exits 1,
+// and changes nothing; on a sound store it exits 0. It works only offline.
+func TestBitRotScrub(t *testing.T) {
+	m := mountFS(t, "--seal-delay", "0")
+	contents, chunks := faultFiles(t, m, "rotten", "sound")
+	m.Restart()
+	r := runCLI(t, time.Minute, "scrub", "--store", m.Store)
+	requireOneLineError(t, r, "unmount")
+
+	victim := chunks["rotten"][0]
+	b, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	b[len(b)-1] ^= 0x01
+	require.NoError(t, os.WriteFile(victim, b, 0o600))
+	requireEIO(t, m, "rotten", victim)
+	requireContent(t, m.Path("sound"), contents["sound"])
+	requireServing(t, m, "after a read of a rotten chunk")
+	m.Unmount()
+
+	for range 2 {
+		r = runCLI(t, time.Minute, "scrub", "--store", m.Store)
+		require.Equal(t, 1, r.code, "scrub of a store with a rotten chunk: %s\n%s", r.stdout, r.stderr)
+		require.Contains(t, r.stdout, "damaged chunk "+filepath.Base(victim)+" (used)")
+		require.Contains(t, r.stdout, "damaged file rotten ")
+		require.NotContains(t, r.stdout, "sound")
+		require.NotContains(t, r.stdout+r.stderr, "\r", "a progress bar on output that is not a terminal")
+		require.Contains(t, r.stderr, "fsck --repair")
+	}
+	r = runCLI(t, time.Minute, "scrub", "--store", m.Store, "--json")
+	var rep struct {
+		Chunks  int `json:"chunks"`
+		Damaged []struct {
+			Hash string `json:"hash"`
+		} `json:"damaged"`
+		Files []struct {
+			Paths []string `json:"paths"`
+		} `json:"files"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	require.Equal(t, len(chunks["rotten"])+len(chunks["sound"]), rep.Chunks)
+	require.Len(t, rep.Damaged, 1)
+	require.Equal(t, filepath.Base(victim), rep.Damaged[0].Hash)
+	require.Len(t, rep.Files, 1)
+	require.Equal(t, []string{"rotten"}, rep.Files[0].Paths)
+
+	// Put the byte back: scrub finds nothing and exits 0.
+	b[len(b)-1] ^= 0x01
+	require.NoError(t, os.WriteFile(victim, b, 0o600))
+	r = runCLI(t, time.Minute, "scrub", "--store", m.Store)
+	require.Equal(t, 0, r.code, "scrub of a sound store: %s\n%s", r.stdout, r.stderr)
+	require.Contains(t, r.stdout, "0 damaged chunks, 0 damaged files")
+}
