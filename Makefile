@@ -60,7 +60,7 @@ run: build
 	$(CURDIR)/$(BIN) mount --store $(STORE) $(MNT)
 
 # bench runs the side-by-side benchmark of issue 4 (statefs vs the bare disk
-# vs go-fuse's loopback; as root, about 8 minutes on 2 cores) and writes
+# vs go-fuse's loopback; as root, about 11 minutes on 2 cores) and writes
 # var/bench/result.md and var/bench/result.json; BENCHMARKS.md keeps the
 # latest tables. Sizes: BENCH_FLAGS="--reps 1 ..." (go run ./test/bench -h).
 bench: test-deps

@@ -85,7 +85,7 @@ func defaultConfig(repo string) config {
 		RocksDB:   rocksDBSize{Keys: 30000, NoSyncKeys: 100000, ValueSize: 400, Reads: 100000, Checkpoints: 10, WritesBetween: 2000},
 		Metadata:  metadataSize{Files: 50000, Dirs: 100, Reps: 2},
 		Restart:   restartSize{Inodes: 100000},
-		Collector: collectorSize{Files: 500, FileMiB: 4, CopyCheckpoints: 2, Chunks: 1_000_000, ChunksPerFile: 1000},
+		Collector: collectorSize{Files: 500, FileMiB: 4, CopyCheckpoints: 2, Reps: 2, Chunks: 1_000_000, ChunksPerFile: 1000},
 	}
 }
 
