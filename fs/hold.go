@@ -162,15 +162,26 @@ func (h *holder) run() {
 	defer close(h.done)
 	t := time.NewTicker(max(h.opts.Window/4, 100*time.Millisecond))
 	defer t.Stop()
+	// A pass that fails (a full disk, a damaged record) is tried again
+	// after a wait that doubles up to a minute, and logged once per try.
+	var backoff time.Duration
+	var retryAt time.Time
 	for {
 		select {
 		case <-h.stop:
 			return
-		case <-t.C:
+		case now := <-t.C:
+			if now.Before(retryAt) {
+				continue
+			}
 		}
 		if err := h.pass(); err != nil {
-			slog.Error("deciding held deletes", "err", err)
+			backoff = min(max(2*backoff, time.Second), time.Minute)
+			retryAt = time.Now().Add(backoff)
+			slog.Error("deciding held deletes failed; trying again later", "err", err, "retry_in", backoff)
+			continue
 		}
+		backoff = 0
 	}
 }
 
@@ -264,7 +275,11 @@ func (h *holder) holdIfGone(dir uint64, name, path string) (bool, error) {
 		if live, err := tx.Resolve(path); err == nil && live.IsDir() {
 			return nil // still in the tree: only some of it went
 		}
-		hold = &index.Hold{ID: h.newHoldID(tx, name), Path: path, At: index.Now()}
+		id, err := h.newHoldID(tx, name)
+		if err != nil {
+			return err
+		}
+		hold = &index.Hold{ID: id, Path: path, At: index.Now()}
 		held = true
 		return tx.HoldPending(dir, name, hold)
 	})
@@ -278,12 +293,17 @@ func (h *holder) holdIfGone(dir uint64, name, path string) (bool, error) {
 
 // newHoldID names a hold after when it was made and the directory held,
 // so that ids sort by age: 20261130T051700Z-aid_<id>.
-func (h *holder) newHoldID(tx *index.Tx, name string) string {
+// An index that cannot say whether an id is taken fails the hold, which
+// the next pass tries again.
+func (h *holder) newHoldID(tx *index.Tx, name string) (string, error) {
 	base := time.Now().UTC().Format("20060102T150405Z") + "-" + name
 	id := base
 	for i := 2; ; i++ {
-		if _, err := tx.Hold(id); errors.Is(err, index.ErrNotFound) {
-			return id
+		switch _, err := tx.Hold(id); {
+		case errors.Is(err, index.ErrNotFound):
+			return id, nil
+		case err != nil:
+			return "", err
 		}
 		id = fmt.Sprintf("%s-%d", base, i)
 	}

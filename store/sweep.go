@@ -59,6 +59,11 @@ func (s *Store) Sweep(dryRun bool) (Swept, error) {
 		crashpoint.Hit(crashpoint.SweepBeforeForget)
 		err = s.Index.ForgetGarbage()
 	}
+	if err == nil && !dryRun {
+		// Collections delete manifests; the large ones live in badger's
+		// value log, which keeps their space until it is collected too.
+		err = s.Index.RunValueLogGC()
+	}
 	return swept, err
 }
 
