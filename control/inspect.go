@@ -343,12 +343,16 @@ func DU(s *store.Store, by Grouping) (*DiskUsage, error) {
 		ofOwner = map[uint64]int{} // owner id -> group
 		uses    []use              // every extent, in walk order
 		users   = map[cas.Hash]int64{}
-		staging = map[uint64]int{} // staging id -> group
+		staging = map[uint64]int{}  // staging id -> group
+		seen    = map[uint64]bool{} // inodes counted: a file of several names counts once
 	)
 	err := s.Index.View(func(tx *index.Tx) error {
 		count := func(_ string, n *index.Inode) error {
-			if !n.IsRegular() {
+			if !n.IsRegular() || seen[n.Ino] {
 				return nil
+			}
+			if n.Nlink > 1 {
+				seen[n.Ino] = true
 			}
 			g, ok := ofOwner[n.Owner]
 			if !ok {

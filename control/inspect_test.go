@@ -379,3 +379,25 @@ func asJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// A file with a name in the tree and one in the attic (a held or pending
+// removal) is on the disk once: du counts it once.
+func TestDUCountsAFileOnce(t *testing.T) {
+	f := newFixture(t)
+	data := random(300<<10, 7)
+	live := chk(jobA) + "/000001.sst"
+	ino := f.Write(live, data, 0, true)
+	f.Link(chk(jobA)+"/000001.sst.link", ino)
+	dir := f.Lookup(chk(jobA))
+	err := f.S.Index.Update(func(tx *index.Tx) error {
+		_, err := tx.Pend(dir, "000001.sst.link", chk(jobA))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	du := f.du(control.ByJob)
+	if len(du.Groups) != 1 || du.Groups[0].Files != 1 || du.Groups[0].LogicalBytes != int64(len(data)) {
+		t.Fatalf("du by job: %+v; want job %s with 1 file of %d bytes", du.Groups, jobA, len(data))
+	}
+}
