@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // A Publication is one volume published at one target: what the plugin
@@ -22,6 +23,26 @@ type Publication struct {
 	Volume   string `json:"volume"`    // the tree: volumes/<Volume> under the mount
 	Target   string `json:"target"`    // where it is bound
 	ReadOnly bool   `json:"read_only"`
+}
+
+// decodePublication reads a record as put writes it, and accepts only
+// what a publish request could have asked for: a record naming a volume
+// such as "../.." would have a rebind bind a tree outside volumes/.
+func decodePublication(b []byte) (*Publication, error) {
+	var p Publication
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, err
+	}
+	if p.VolumeID == "" || !utf8.ValidString(p.VolumeID) {
+		return nil, fmt.Errorf("volume_id %q is missing or not valid UTF-8", p.VolumeID)
+	}
+	if err := checkVolumeName(p.Volume); err != nil {
+		return nil, err
+	}
+	if target, err := checkTarget(p.Target, "target"); err != nil || target != p.Target {
+		return nil, fmt.Errorf("target %q is not a clean absolute path", p.Target)
+	}
+	return &p, nil
 }
 
 // publications are the records in a directory, one file per target, named
@@ -42,11 +63,11 @@ func (ps publications) get(target string) (*Publication, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading publication record: %w", err)
 	}
-	var p Publication
-	if err := json.Unmarshal(b, &p); err != nil || p.Target != target {
+	p, err := decodePublication(b)
+	if err != nil || p.Target != target {
 		return nil, fmt.Errorf("publication record %s is corrupt", ps.file(target))
 	}
-	return &p, nil
+	return p, nil
 }
 
 // put writes p's record whole or not at all: to a temporary file, then
@@ -107,12 +128,12 @@ func (ps publications) list() ([]*Publication, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading publication record: %w", err)
 		}
-		var p Publication
-		if err := json.Unmarshal(b, &p); err != nil || ps.file(p.Target) != path {
+		p, err := decodePublication(b)
+		if err != nil || ps.file(p.Target) != path {
 			slog.Warn("skipping a corrupt publication record", "file", path)
 			continue
 		}
-		all = append(all, &p)
+		all = append(all, p)
 	}
 	return all, nil
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	spec "github.com/container-storage-interface/spec/lib/go/csi"
 )
@@ -72,6 +73,9 @@ func publicationOf(req *spec.NodePublishVolumeRequest) (*Publication, *uint32, e
 	if req.GetVolumeId() == "" {
 		return nil, nil, fmt.Errorf("volume_id is missing")
 	}
+	if !utf8.ValidString(req.GetVolumeId()) {
+		return nil, nil, fmt.Errorf("volume_id %q is not valid UTF-8", req.GetVolumeId())
+	}
 	target, err := checkTarget(req.GetTargetPath(), "target_path")
 	if err != nil {
 		return nil, nil, err
@@ -115,13 +119,18 @@ func publicationOf(req *spec.NodePublishVolumeRequest) (*Publication, *uint32, e
 	return &Publication{VolumeID: req.GetVolumeId(), Volume: name, Target: target, ReadOnly: readOnly}, group, nil
 }
 
-// checkTarget accepts an absolute, clean path other than the root.
+// checkTarget accepts an absolute path other than the root, in valid
+// UTF-8 without NUL, and returns it clean.
 func checkTarget(path, field string) (string, error) {
 	switch {
 	case path == "":
 		return "", fmt.Errorf("%s is missing", field)
 	case !filepath.IsAbs(path) || filepath.Clean(path) == "/":
 		return "", fmt.Errorf("%s %q is not an absolute path below /", field, path)
+	case !utf8.ValidString(path) || strings.ContainsRune(path, 0):
+		// Neither would survive the publication record (JSON) or a
+		// system call.
+		return "", fmt.Errorf("%s %q is not valid UTF-8 without NUL", field, path)
 	}
 	return filepath.Clean(path), nil
 }
