@@ -86,7 +86,7 @@ func New(s *store.Store) *Metrics {
 		m.gcRuns.WithLabelValues(result)
 	}
 	m.Registry.MustRegister(m.ops, m.readBytes, m.writtenBytes, m.sealDuration, m.gcRuns, m.gcFreed, m.gcCollected,
-		newStoreCollector(s, storeScanInterval),
+		newStoreCollector(s, storeScanInterval, scanCostFactor),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -194,7 +194,7 @@ func TestSealsAndCollectorRuns(t *testing.T) {
 func TestStoreMetricsAreReadWhenScraped(t *testing.T) {
 	f := storetest.New(t)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStoreCollector(f.S, 0))
+	reg.MustRegister(newStoreCollector(f.S, 0, 0))
 	if got := sample(t, reg, "statefs_files"); got != 0 {
 		t.Fatalf("statefs_files = %v on an empty store", got)
 	}
@@ -251,7 +251,7 @@ func TestStoreMetricsAreReadWhenScraped(t *testing.T) {
 func TestStoreScanIsShared(t *testing.T) {
 	f := storetest.New(t)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStoreCollector(f.S, time.Hour))
+	reg.MustRegister(newStoreCollector(f.S, time.Hour, 0))
 	sample(t, reg, "statefs_files")
 	f.Write("a", []byte("a"), 0, false)
 	if got := sample(t, reg, "statefs_files"); got != 0 {
@@ -299,5 +299,32 @@ func TestHealthOfADirectoryThatIsNoMount(t *testing.T) {
 				t.Errorf("GET /healthz = %d %q, want 503 and one line saying %q", rec.Code, body, c.want)
 			}
 		})
+	}
+}
+
+// A scan that took long answers for scanCostFactor times as long, beyond
+// the interval: a big store is not walked on every scrape.
+func TestSlowScanAnswersLonger(t *testing.T) {
+	f := storetest.New(t)
+	c := newStoreCollector(f.S, time.Millisecond, scanCostFactor)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	sample(t, reg, "statefs_files")
+	c.mu.Lock()
+	c.took = time.Hour // as if the walk had taken an hour
+	c.mu.Unlock()
+	f.Write("a", []byte("a"), 0, false)
+	time.Sleep(5 * time.Millisecond) // past the interval
+	if got := sample(t, reg, "statefs_files"); got != 0 {
+		t.Errorf("statefs_files = %v, want the slow scan's 0 for 20 hours", got)
+	}
+	c.mu.Lock()
+	c.took = 0
+	c.mu.Unlock()
+	if got := sample(t, reg, "statefs_files"); got != 1 {
+		t.Errorf("statefs_files = %v after a fast scan's interval, want 1", got)
+	}
+	if age := sample(t, reg, "statefs_store_scan_age_seconds"); age < 0 || age > 60 {
+		t.Errorf("statefs_store_scan_age_seconds = %v", age)
 	}
 }

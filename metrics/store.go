@@ -11,11 +11,16 @@ import (
 	"github.com/statefs/statefs/store"
 )
 
-// storeScanInterval is how long one scan of the store answers scrapes.
-// store.Stats reads every chunk file's size, which takes a while on a big
-// store; two Prometheus servers scraping the same daemon (an HA pair) then
-// share one scan instead of doubling the work.
-const storeScanInterval = 5 * time.Second
+// storeScanInterval is how long one scan of the store answers scrapes at
+// the least. store.Stats reads every inode and every chunk file's size,
+// which takes seconds on a store of a million chunks: a scan answers for
+// scanCostFactor times as long as it took, so that scrapes every few
+// seconds never keep more than a twentieth of a core busy. Two Prometheus
+// servers scraping the same daemon (an HA pair) share one scan.
+const (
+	storeScanInterval = 5 * time.Second
+	scanCostFactor    = 20
+)
 
 // storeCollector reports the store's state, read when Prometheus scrapes:
 // the same numbers as .statefs/stats.json (store.Stats) and the jobs by
@@ -23,9 +28,11 @@ const storeScanInterval = 5 * time.Second
 type storeCollector struct {
 	store    *store.Store
 	interval time.Duration
+	factor   time.Duration // a scan answers for factor times as long as it took
 
 	mu      sync.Mutex // one scan at a time
 	scanned time.Time
+	took    time.Duration // how long the last scan took
 	last    storeScan
 }
 
@@ -55,25 +62,27 @@ var (
 		"Chunk files in the store.", nil, nil)
 	descChunkBytes = prometheus.NewDesc("statefs_chunk_bytes",
 		"Bytes of chunk files on the disk, after compression.", nil, nil)
+	descScanAge = prometheus.NewDesc("statefs_store_scan_age_seconds",
+		"Age of the scan of the store the other store gauges come from (a scan answers for 20 times as long as it took, 5 s at the least).", nil, nil)
 	descJobs = prometheus.NewDesc("statefs_jobs",
 		"Jobs the store holds state of, by their latest verdict: live, unknown or gone.", []string{"verdict"}, nil)
 )
 
-func newStoreCollector(s *store.Store, interval time.Duration) *storeCollector {
-	return &storeCollector{store: s, interval: interval}
+func newStoreCollector(s *store.Store, interval time.Duration, factor int) *storeCollector {
+	return &storeCollector{store: s, interval: interval, factor: time.Duration(factor)}
 }
 
 var _ prometheus.Collector = (*storeCollector)(nil)
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStagingBytes, descStagingFiles, descUnsealed, descFiles,
-		descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes, descJobs} {
+		descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes, descJobs, descScanAge} {
 		ch <- d
 	}
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
-	scan := c.scan()
+	scan, scanned := c.scan()
 	if scan.err != nil {
 		ch <- prometheus.NewInvalidMetric(descFiles, scan.err)
 		return
@@ -91,6 +100,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descSavedRatio, st.SavedRatio)
 	gauge(descChunks, float64(st.ChunkFiles))
 	gauge(descChunkBytes, float64(st.ChunkBytes))
+	gauge(descScanAge, time.Since(scanned).Seconds())
 	for v, n := range scan.jobs {
 		gauge(descJobs, float64(n), gc.Verdict(v).String())
 	}
@@ -98,12 +108,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 
 // scan reads the store, or returns the last scan if it is younger than
 // the interval.
-func (c *storeCollector) scan() storeScan {
+func (c *storeCollector) scan() (storeScan, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.scanned.IsZero() && time.Since(c.scanned) < c.interval {
-		return c.last
+	if !c.scanned.IsZero() && time.Since(c.scanned) < max(c.interval, c.factor*c.took) {
+		return c.last, c.scanned
 	}
+	start := time.Now()
 	var scan storeScan
 	scan.stats, scan.err = c.store.Stats()
 	if scan.err == nil {
@@ -116,6 +127,6 @@ func (c *storeCollector) scan() storeScan {
 			return err
 		})
 	}
-	c.scanned, c.last = time.Now(), scan
-	return scan
+	c.scanned, c.took, c.last = time.Now(), time.Since(start), scan
+	return scan, c.scanned
 }
