@@ -39,6 +39,9 @@ func fill(dest, v []byte) (uint32, syscall.Errno) {
 }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if st := n.fs.lookupFile(n.ino()); st != nil && st.noXattrs.Load() {
+		return 0, syscall.ENODATA
+	}
 	var v []byte
 	err := n.fs.store.Index.View(func(tx *index.Tx) (err error) {
 		v, err = tx.Xattr(n.ino(), attr)
@@ -53,6 +56,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	if attr == "" || len(attr) > nameMax {
 		return syscall.ERANGE
+	}
+	if st := n.fs.lookupFile(n.ino()); st != nil {
+		st.noXattrs.Store(false) // before the attribute can exist
 	}
 	err := n.fs.store.Index.Update(func(tx *index.Tx) error {
 		_, err := tx.Xattr(n.ino(), attr)

@@ -481,3 +481,24 @@ func TestPosixSetgidDirectory(t *testing.T) {
 	m.Restart()
 	check()
 }
+
+// A file just created and still open answers getxattr without the index
+// until an attribute is set on it; once one is, it is seen at once, through
+// any name.
+func TestPosixXattrOnAFileBeingWritten(t *testing.T) {
+	m := mountFS(t)
+	p := m.Path("f")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Write([]byte("data"))
+	require.NoError(t, err)
+	_, err = unix.Getxattr(p, "user.k", make([]byte, 16))
+	require.ErrorIs(t, err, unix.ENODATA)
+	require.NoError(t, os.Link(p, m.Path("g")))
+	require.NoError(t, unix.Setxattr(m.Path("g"), "user.k", []byte("v"), 0))
+	buf := make([]byte, 16)
+	n, err := unix.Getxattr(p, "user.k", buf)
+	require.NoError(t, err, "getxattr after setxattr through another name, file still open")
+	require.Equal(t, "v", string(buf[:n]))
+}
