@@ -517,4 +517,3 @@ func TestDockerfile(t *testing.T) {
 		t.Error(`the runtime stage's ENTRYPOINT is not ["statefs"]`)
 	}
 }
-
