@@ -346,6 +346,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 		h.fs.afterClose(st.ino, h.writable, last)
 	}
 	h.fs.release(st)
+	crashpoint.Hit(crashpoint.HandleReleased)
 	return 0
 }
 

@@ -12,7 +12,7 @@ import (
 // go-fuse's own hook, fuse.Server.RecordLatencies, does nothing since
 // go-fuse v2 (it is kept only so old callers compile), so the metrics sit
 // between the server and the node tree instead: fuse.NewServer(m.FUSE(
-// fs.NewNodeFS(root, opts)), ...). Each call costs two clock reads and one
+// fs.NodeFS(root, opts)), ...). Each call costs two clock reads and one
 // histogram observation on an observer looked up in New.
 func (m *Metrics) FUSE(raw fuse.RawFileSystem) fuse.RawFileSystem {
 	if m == nil {

@@ -44,6 +44,7 @@ var crashPointCases = []struct {
 	{crashpoint.SealBeforeCommit, sealCrash(problemGarbageChunk)},
 	{crashpoint.SealCommitted, sealCrash(problemStrayStaging)},
 	{crashpoint.UnsealBeforeCommit, unsealCrash},
+	{crashpoint.HandleReleased, releaseCrash},
 	{crashpoint.RenameBeforeCommit, renameCrash(false)},
 	{crashpoint.RenameCommitted, renameCrash(true)},
 	{crashpoint.ReapCommitted, reapCrash},
@@ -272,6 +273,23 @@ func unsealCrash(c *crashCase) {
 	c.crashed(problemStrayStaging)
 	c.remount(sealDelayZero...)
 	requireFiles(t, m, files, nil)
+	c.finish()
+}
+
+// releaseCrash: a file is written, fsync'd and closed; the daemon dies as
+// it releases the handle, its seal scheduled but not begun. The file reads
+// back after the restart, which seals it.
+func releaseCrash(c *crashCase) {
+	t := c.t
+	m := c.mount()
+	files := map[string][]byte{"d/log": pseudoRandom(300<<10, 6)}
+	require.NoError(t, os.MkdirAll(m.Path("d"), 0o755))
+	c.arm(sealDelayZero...)
+	putSynced(t, m.Path("d/log"), files["d/log"])
+	c.crashed()
+	c.remount(sealDelayZero...)
+	requireFiles(t, m, files, nil)
+	waitAllSealed(t, m)
 	c.finish()
 }
 

@@ -197,7 +197,7 @@ func runMount(c *cli.Context) error {
 // mountFS is gofs.Mount with the kernel's requests counted and timed by m
 // (nil: not).
 func mountFS(mnt string, root gofs.InodeEmbedder, opts *gofs.Options, m *metrics.Metrics) (*fuse.Server, error) {
-	server, err := fuse.NewServer(m.FUSE(gofs.NewNodeFS(root, opts)), mnt, &opts.MountOptions)
+	server, err := fuse.NewServer(m.FUSE(fs.NodeFS(root, opts)), mnt, &opts.MountOptions)
 	if err != nil {
 		return nil, err
 	}

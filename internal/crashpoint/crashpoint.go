@@ -15,8 +15,15 @@
 // start, so that a typo cannot make a test wait for a crash that never
 // comes.
 //
-// Disabled, Hit costs a nil check of a variable written once, before main:
-// it sits on the seal and sweep paths.
+// A point can also be made to stall instead, to widen a race window that a
+// test needs to fall into every time:
+//
+//	STATEFS_PAUSE_AT=<point>:<duration>
+//
+// makes every hit of the point sleep for the duration (time.ParseDuration).
+//
+// Disabled, Hit costs two nil checks of variables written once, before
+// main: it sits on the seal, sweep and release paths.
 //
 // The points, and what a crash there leaves behind:
 //
@@ -39,6 +46,9 @@
 //	                      reaped in the index, its staging file not yet deleted
 //	unseal-before-commit  fs: a sealed file opened for writing was copied into a new
 //	                      staging file, the index does not refer to it yet
+//	handle-released       fs: the last handle on a file released it and scheduled its
+//	                      seal; go-fuse has not yet dropped the kernel's passthrough
+//	                      backing file of that handle
 //	hold-held             fs: a hold decision committed: a removed tree is held
 //	hold-pending-removed  fs: the transaction that removes a pended entry that is not
 //	                      held, if it is due, committed (n counts them: a crash
@@ -68,6 +78,9 @@ import (
 // EnvVar is the environment variable that arms a crash point.
 const EnvVar = "STATEFS_CRASH_AT"
 
+// PauseEnvVar is the environment variable that makes a point stall.
+const PauseEnvVar = "STATEFS_PAUSE_AT"
+
 // The crash points; the package documentation says where each one is.
 const (
 	SealChunkStored    = "seal-chunk-stored"
@@ -81,6 +94,7 @@ const (
 	RenameCommitted    = "rename-committed"
 	ReapCommitted      = "reap-committed"
 	UnsealBeforeCommit = "unseal-before-commit"
+	HandleReleased     = "handle-released"
 	HoldHeld           = "hold-held"
 	HoldPendingRemoved = "hold-pending-removed"
 	HoldDropping       = "hold-dropping"
@@ -92,7 +106,7 @@ const (
 var Points = []string{
 	SealChunkStored, SealBeforeCommit, SealCommitted, SweepChunkRemoved, SweepBeforeForget,
 	RecoverReaped, StoreClose, RenameBeforeCommit, RenameCommitted, ReapCommitted,
-	UnsealBeforeCommit, HoldHeld, HoldPendingRemoved, HoldDropping, GCInodeRemoved,
+	UnsealBeforeCommit, HandleReleased, HoldHeld, HoldPendingRemoved, HoldDropping, GCInodeRemoved,
 	GCBeforeJobDelete,
 }
 
@@ -106,17 +120,31 @@ type target struct {
 	hits  atomic.Int64
 }
 
+// paused is the point STATEFS_PAUSE_AT names; nil when it is not set.
+var paused *pause
+
+type pause struct {
+	point string
+	d     time.Duration
+}
+
 func init() {
-	spec := os.Getenv(EnvVar)
-	if spec == "" {
-		return
+	if spec := os.Getenv(EnvVar); spec != "" {
+		t, err := parse(spec)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "statefs: %s: %v\n", EnvVar, err)
+			os.Exit(2)
+		}
+		armed = t
 	}
-	t, err := parse(spec)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "statefs: %s: %v\n", EnvVar, err)
-		os.Exit(2)
+	if spec := os.Getenv(PauseEnvVar); spec != "" {
+		p, err := parsePause(spec)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "statefs: %s: %v\n", PauseEnvVar, err)
+			os.Exit(2)
+		}
+		paused = p
 	}
-	armed = t
 }
 
 // parse reads a STATEFS_CRASH_AT value: a known point, optionally followed
@@ -137,9 +165,27 @@ func parse(spec string) (*target, error) {
 	return t, nil
 }
 
+// parsePause reads a STATEFS_PAUSE_AT value: a known point, a colon and a
+// positive duration.
+func parsePause(spec string) (*pause, error) {
+	point, d, _ := strings.Cut(spec, ":")
+	if !slices.Contains(Points, point) {
+		return nil, fmt.Errorf("%q names no point (known: %s)", point, strings.Join(Points, ", "))
+	}
+	p := &pause{point: point}
+	var err error
+	if p.d, err = time.ParseDuration(d); err != nil || p.d <= 0 {
+		return nil, fmt.Errorf("%q: the pause after the colon must be a positive duration such as 200ms", spec)
+	}
+	return p, nil
+}
+
 // Hit kills the process if point is the armed one and this is its n-th
-// hit; otherwise it does nothing.
+// hit, or sleeps if point is the paused one; otherwise it does nothing.
 func Hit(point string) {
+	if paused != nil && paused.point == point {
+		time.Sleep(paused.d)
+	}
 	if armed == nil {
 		return
 	}

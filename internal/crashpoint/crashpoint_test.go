@@ -1,10 +1,12 @@
 package crashpoint
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // White-box: parse is what init applies to STATEFS_CRASH_AT.
@@ -36,10 +38,34 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParsePause(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		ok   bool
+	}{
+		{"handle-released:200ms", true},
+		{"seal-committed:1s", true},
+		{"handle-released", false},
+		{"handle-released:0s", false},
+		{"handle-released:-1s", false},
+		{"handle-released:soon", false},
+		{"no-such-point:1s", false},
+	} {
+		got, err := parsePause(tc.spec)
+		if (err == nil) != tc.ok {
+			t.Errorf("parsePause(%q) = %+v, %v; want ok=%v", tc.spec, got, err, tc.ok)
+		}
+	}
+	got, err := parsePause("handle-released:250ms")
+	if err != nil || got.point != HandleReleased || got.d != 250*time.Millisecond {
+		t.Errorf("parsePause: %+v, %v", got, err)
+	}
+}
+
 // Disabled, Hit is a nil check: nothing happens at any point.
 func TestHitDisabled(t *testing.T) {
-	if armed != nil {
-		t.Skipf("%s is set in the test's environment", EnvVar)
+	if armed != nil || paused != nil {
+		t.Skipf("%s or %s is set in the test's environment", EnvVar, PauseEnvVar)
 	}
 	for _, p := range Points {
 		Hit(p)
@@ -68,6 +94,34 @@ func TestHitKills(t *testing.T) {
 	if !strings.Contains(s, "survived the first hit") || strings.Contains(s, "survived the second hit") ||
 		!strings.Contains(s, "crashpoint: gc-inode-removed (hit 2): killing the daemon") {
 		t.Fatalf("child output:\n%s", s)
+	}
+}
+
+// Paused, every hit of the point sleeps for the pause, and no other point
+// does.
+func TestHitPauses(t *testing.T) {
+	if os.Getenv("CRASHPOINT_CHILD") == "1" {
+		start := time.Now()
+		Hit(SealCommitted)
+		other := time.Since(start)
+		start = time.Now()
+		Hit(HandleReleased)
+		Hit(HandleReleased)
+		fmt.Printf("other %d paused %d\n", other.Milliseconds(), time.Since(start).Milliseconds())
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHitPauses$")
+	cmd.Env = append(os.Environ(), "CRASHPOINT_CHILD=1", PauseEnvVar+"="+HandleReleased+":150ms")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	var other, pausedMs int
+	if _, err := fmt.Sscanf(string(out), "other %d paused %d", &other, &pausedMs); err != nil {
+		t.Fatalf("child output %q: %v", out, err)
+	}
+	if other >= 150 || pausedMs < 300 {
+		t.Errorf("another point took %d ms, two hits of the paused one %d ms; want < 150 and ≥ 300", other, pausedMs)
 	}
 }
 

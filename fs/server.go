@@ -1,0 +1,50 @@
+package fs
+
+import (
+	"sync"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// NodeFS is what the FUSE server serves: go-fuse's node bridge over root,
+// with the opens and releases of one node taken one at a time.
+//
+// The bridge keeps one passthrough backing file per node while any handle
+// on it is open, and gives it to every handle opened meanwhile; it drops
+// it only after the filesystem's Release has returned. Between the two, a
+// release that ends the last handle has already scheduled the seal, which
+// may commit and delete the staging file, and an open of the file for
+// writing then makes a new staging file: an open in that window was given
+// the old backing file, and its writes, fsync'd, went to a deleted file
+// (the one-hour soak lost a log record so; TestAppendsWhileReleasesLag).
+// With the two serialised, an open sees either a handle still open, whose
+// staging file is the current one, or no backing file at all.
+func NodeFS(root gofs.InodeEmbedder, opts *gofs.Options) fuse.RawFileSystem {
+	return &openOrder{RawFileSystem: gofs.NewNodeFS(root, opts)}
+}
+
+// openStripes is how many locks openOrder spreads the nodes over: two
+// nodes that share one wait for each other's opens and releases only.
+const openStripes = 256
+
+type openOrder struct {
+	fuse.RawFileSystem
+	stripes [openStripes]sync.Mutex
+}
+
+func (o *openOrder) node(id uint64) *sync.Mutex { return &o.stripes[id%openStripes] }
+
+func (o *openOrder) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	mu := o.node(in.NodeId)
+	mu.Lock()
+	defer mu.Unlock()
+	return o.RawFileSystem.Open(cancel, in, out)
+}
+
+func (o *openOrder) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	mu := o.node(in.NodeId)
+	mu.Lock()
+	defer mu.Unlock()
+	o.RawFileSystem.Release(cancel, in)
+}
