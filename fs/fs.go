@@ -78,6 +78,9 @@ type FS struct {
 	closed     atomic.Bool
 
 	holds *holder // nil unless deletes are held
+
+	notedMu sync.Mutex
+	noted   map[uint64]int64 // owner → when a write under it was last noted (noteDue)
 }
 
 // New makes the filesystem over an open store and returns its root node.
@@ -90,7 +93,7 @@ func New(s *store.Store, opts Options, pending []uint64) (*FS, gofs.InodeEmbedde
 		opts.Rules = manifest.FlinkRules()
 	}
 	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, kernelKnows: map[uint64]*gofs.Inode{},
-		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
+		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers), noted: map[uint64]int64{}}
 	for _, ino := range pending {
 		f.scheduleSeal(ino)
 	}

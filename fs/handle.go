@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -365,8 +366,8 @@ func (f *FS) afterClose(ino uint64, wrote, last bool) {
 		o, err = tx.Owner(rec.Owner)
 		return err
 	})
-	if err == nil && wrote && o.Executor != "" {
-		err = f.store.Index.Update(func(tx *index.Tx) error { return tx.NoteWrite(o, index.Now()) })
+	if now := index.Now(); err == nil && wrote && o.Executor != "" && f.noteDue(rec.Owner, now) {
+		err = f.store.Index.Update(func(tx *index.Tx) error { return tx.NoteWrite(o, now) })
 	}
 	if err != nil {
 		if !errors.Is(err, index.ErrNotFound) {
@@ -383,6 +384,27 @@ func (f *FS) afterClose(ino uint64, wrote, last bool) {
 	case rec.Staging != 0:
 		f.scheduleSeal(ino)
 	}
+}
+
+// noteEvery is how often the writes under one owner are noted in its job
+// and executor records at most: a checkpoint closes thousands of files in
+// a second, and the records' last-write times need no finer grain (the
+// collector's grace period is minutes).
+const noteEvery = time.Second
+
+// noteDue says whether a write under owner, closed at now, is to be noted:
+// the first for the owner in noteEvery is.
+func (f *FS) noteDue(owner uint64, now int64) bool {
+	f.notedMu.Lock()
+	defer f.notedMu.Unlock()
+	if last, ok := f.noted[owner]; ok && now-last < int64(noteEvery) && now >= last {
+		return false
+	}
+	if len(f.noted) >= 4096 {
+		clear(f.noted) // owners are many only over time: start again
+	}
+	f.noted[owner] = now
+	return true
 }
 
 // reapIfUnused deletes an inode that lost its last name, unless a handle
