@@ -143,10 +143,11 @@ type Server struct {
 	// (metrics).
 	Collected func(gc.Report, error)
 
-	gcMu  sync.Mutex    // one collector run at a time
-	slots chan struct{} // requests at work (admit)
-	srv   *http.Server
-	ln    net.Listener
+	gcMu    sync.Mutex    // one collector run at a time
+	scrubMu sync.Mutex    // one scrub at a time
+	slots   chan struct{} // requests at work (admit)
+	srv     *http.Server
+	ln      net.Listener
 }
 
 // Listen creates the socket (replacing a stale one: the caller holds the
@@ -231,6 +232,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /du", s.admitted(s.du))
 	mux.HandleFunc("GET /holds", s.admitted(s.holds))
 	mux.HandleFunc("POST /restore", s.restore)
+	mux.HandleFunc("POST /scrub", s.scrub)
 	return mux
 }
 

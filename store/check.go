@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"bytes"
 	"errors"
 	"fmt"
@@ -87,7 +88,7 @@ func (s *Store) Check(verify bool) ([]index.Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	lost := s.lostChunks(used, files, verify, nil)
+	lost, _ := s.lostChunks(context.Background(), used, files, verify, nil)
 	for _, h := range used {
 		if l, ok := lost[h]; ok {
 			add(l.kind, "chunk %s: %s", h, l.why)
@@ -132,11 +133,15 @@ func (s *Store) chunkFiles() ([]cas.Hash, error) {
 // regular file (files lists those that are, sorted), or (with verify) not
 // reading back as their hash, for whatever reason (a truncated file, bad
 // bytes, an I/O error). progress, if set, is called after each chunk with
-// the bytes read.
-func (s *Store) lostChunks(used, files []cas.Hash, verify bool, progress func(bytes int)) map[cas.Hash]lostChunk {
+// the bytes read. It stops early, with what it found so far and ctx's
+// error, when ctx is done.
+func (s *Store) lostChunks(ctx context.Context, used, files []cas.Hash, verify bool, progress func(bytes int)) (map[cas.Hash]lostChunk, error) {
 	lost := map[cas.Hash]lostChunk{}
 	var buf []byte
 	for _, h := range used {
+		if err := ctx.Err(); err != nil {
+			return lost, err
+		}
 		n := 0
 		_, regular := slices.BinarySearchFunc(files, h, compareHash)
 		switch {
@@ -165,7 +170,7 @@ func (s *Store) lostChunks(used, files []cas.Hash, verify bool, progress func(by
 			progress(n)
 		}
 	}
-	return lost
+	return lost, nil
 }
 
 // describeDamage is one line about a damaged file: its names, size and

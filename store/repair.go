@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,7 +37,7 @@ func (s *Store) Repair() (Repaired, error) {
 	if err != nil {
 		return r, err
 	}
-	lostSet := s.lostChunks(used, files, true, nil)
+	lostSet, _ := s.lostChunks(context.Background(), used, files, true, nil)
 	if len(lostSet) == 0 {
 		return r, nil
 	}

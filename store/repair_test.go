@@ -2,9 +2,11 @@ package store_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -145,7 +147,7 @@ func TestScrubFindsDamagedChunks(t *testing.T) {
 	total, err := s.ScrubTotal()
 	must(t, err)
 	calls := 0
-	r, err := s.Scrub(func(int) { calls++ })
+	r, err := s.Scrub(context.Background(), func(int) { calls++ })
 	must(t, err)
 	if calls != total || r.Chunks != total {
 		t.Errorf("Scrub read %d chunks and reported progress %d times; ScrubTotal says %d", r.Chunks, calls, total)
@@ -163,5 +165,58 @@ func TestScrubFindsDamagedChunks(t *testing.T) {
 	}
 	if _, err := os.Stat(gpath); err != nil {
 		t.Errorf("Scrub removed a chunk: %v", err)
+	}
+}
+
+// A scrub of a store the daemon serves sees chunks go under it: a garbage
+// chunk a sweep removes before the scrub reads it is no damage; a chunk a
+// file uses that disappears is. (Both are removed at the scrub's first
+// chunk, and both sort after that one.)
+func TestScrubUnderSweep(t *testing.T) {
+	s := newStore(t)
+	ino, _ := addContent(t, s, "x", random(3<<20, 21))
+	m := seal(t, s, ino)
+	var garbage []cas.Hash
+	for i := range 4 {
+		b := random(600<<10, uint64(30+i))
+		h := cas.Sum(b)
+		_, err := s.Chunks.Put(h, b)
+		must(t, err)
+		garbage = append(garbage, h)
+	}
+	all := append(slices.Clone(garbage), m.Chunks()...)
+	slices.SortFunc(all, func(a, b cas.Hash) int { return bytes.Compare(a[:], b[:]) })
+	first := all[0]
+	var swept, vanished cas.Hash
+	for _, h := range garbage {
+		if h != first {
+			swept = h
+		}
+	}
+	for _, h := range m.Chunks() {
+		if h != first {
+			vanished = h
+		}
+	}
+	path := func(h cas.Hash) string { return filepath.Join(s.Dir, "chunks", h.String()[:2], h.String()) }
+	calls := 0
+	r, err := s.Scrub(context.Background(), func(int) {
+		if calls++; calls == 1 {
+			must(t, os.Remove(path(swept)))
+			must(t, os.Remove(path(vanished)))
+		}
+	})
+	must(t, err)
+	if len(r.Damaged) != 1 || r.Damaged[0].Hash != vanished || r.Damaged[0].Kind != store.ProblemMissingChunk || !r.Damaged[0].Used {
+		t.Fatalf("Scrub found damaged chunks %+v, want only %s, missing and used", r.Damaged, vanished)
+	}
+	if len(r.Files) != 1 || r.Files[0].Ino != ino {
+		t.Errorf("Scrub names damaged files %+v, want inode %d", r.Files, ino)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Scrub(ctx, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Scrub with its context done: %v, want context.Canceled", err)
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"slices"
 
 	"github.com/statefs/statefs/cas"
@@ -47,31 +48,50 @@ func (s *Store) scrubSet() (used, files []cas.Hash, err error) {
 // against its hash (DESIGN invariant 5), and checks that every chunk a
 // manifest uses is there; it reports the damaged chunks and the files
 // that use them, and changes nothing. progress, if set, is called after
-// each chunk with its uncompressed bytes (0 for a damaged one). The store
-// must not be in use (OpenForCheck): the daemon's reads would race nothing,
-// but its sweeps would make chunks vanish under the scrub.
-func (s *Store) Scrub(progress func(bytes int)) (Scrubbed, error) {
+// each chunk with its uncompressed bytes (0 for a damaged one). It stops
+// when ctx is done.
+//
+// It may run while the daemon serves the store. Files written meanwhile
+// are not scrubbed (the set of chunks is taken at the start), and the
+// collector may sweep chunks under it: a chunk that is missing when it is
+// read is damage only if a file still uses it once the scrub is over; one
+// no file uses vanished in a sweep, or was garbage.
+func (s *Store) Scrub(ctx context.Context, progress func(bytes int)) (Scrubbed, error) {
 	var r Scrubbed
 	used, files, err := s.scrubSet()
 	if err != nil {
 		return r, err
 	}
 	all := union(used, files)
-	lost := s.lostChunks(all, files, true, func(n int) {
+	lost, err := s.lostChunks(ctx, all, files, true, func(n int) {
 		r.Chunks++
 		r.Bytes += int64(n)
 		if progress != nil {
 			progress(n)
 		}
 	})
-	for _, h := range sortedHashes(lost) {
-		_, isUsed := slices.BinarySearchFunc(used, h, compareHash)
-		r.Damaged = append(r.Damaged, DamagedChunk{Hash: h, Kind: lost[h].kind, Why: lost[h].why, Used: isUsed})
+	if err != nil {
+		return r, err
 	}
 	if len(lost) > 0 {
 		r.Files, err = s.Index.DamagedFiles(func(h cas.Hash) bool { _, ok := lost[h]; return ok })
+		if err != nil {
+			return r, err
+		}
 	}
-	return r, err
+	usedNow := map[cas.Hash]bool{}
+	for _, f := range r.Files {
+		for _, e := range f.Lost {
+			usedNow[e.Hash] = true
+		}
+	}
+	for _, h := range sortedHashes(lost) {
+		if lost[h].kind == ProblemMissingChunk && !usedNow[h] {
+			continue // swept under the scrub
+		}
+		r.Damaged = append(r.Damaged, DamagedChunk{Hash: h, Kind: lost[h].kind, Why: lost[h].why, Used: usedNow[h]})
+	}
+	return r, nil
 }
 
 // union merges two sorted lists of hashes into one, each hash once.

@@ -8,18 +8,20 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/urfave/cli/v2"
 
+	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/store"
 )
 
 func scrubCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "scrub",
-		Usage: "read and verify every chunk of an unmounted store",
+		Usage: "read and verify every chunk of a store",
 		Description: "scrub reads every chunk file in the store, used or not, and checks it against its hash,\n" +
 			"and checks that every chunk a file uses is there. It prints each damaged chunk and each\n" +
 			"file that uses one (paths and lost ranges), changes nothing, and exits 1 if it found\n" +
 			"damage; `statefs fsck --repair` then makes the lost ranges holes. On a terminal it shows\n" +
-			"its progress. It works only on a store no daemon serves.",
+			"its progress. On a store a daemon serves, the daemon scrubs it (what is written meanwhile is\n" +
+			"left for the next scrub).",
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
@@ -32,25 +34,46 @@ func runScrub(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return fmt.Errorf("%w: scrub takes no arguments", errUsage)
 	}
-	s, err := store.OpenForCheck(c.String("store"))
-	if errors.Is(err, store.ErrInUse) {
-		return fmt.Errorf("%w; unmount it first: scrub reads only a store no daemon serves", err)
-	}
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	var onChunk func(int)
-	if bar := progress(c, "scrubbing"); bar != nil {
-		if total, err := s.ScrubTotal(); err == nil {
-			bar.ChangeMax(total)
-		}
-		onChunk = func(int) { bar.Add(1) }
+	dir := c.String("store")
+	bar := progress(c, "scrubbing")
+	if bar != nil {
 		defer bar.Finish()
 	}
-	r, err := s.Scrub(onChunk)
-	if err != nil {
+	var r store.Scrubbed
+	s, err := store.OpenForCheck(dir)
+	switch {
+	case errors.Is(err, store.ErrInUse):
+		client, derr := control.Dial(dir)
+		if derr != nil {
+			return fmt.Errorf("%w, and %w", err, derr)
+		}
+		var onProgress func(done, total int)
+		if bar != nil {
+			onProgress = func(done, total int) {
+				bar.ChangeMax(total)
+				bar.Set(done)
+			}
+		}
+		if r, err = client.Scrub(c.Context, onProgress); err != nil {
+			return err
+		}
+	case err != nil:
 		return err
+	default:
+		defer s.Close()
+		var onChunk func(int)
+		if bar != nil {
+			if total, err := s.ScrubTotal(); err == nil {
+				bar.ChangeMax(total)
+			}
+			onChunk = func(int) { bar.Add(1) }
+		}
+		if r, err = s.Scrub(c.Context, onChunk); err != nil {
+			return err
+		}
+	}
+	if bar != nil {
+		bar.Finish()
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
@@ -78,7 +101,7 @@ func runScrub(c *cli.Context) error {
 	}
 	if len(r.Damaged) > 0 {
 		return fmt.Errorf("store %s has %d damaged chunks used by %d files; 'statefs fsck --repair' makes their lost ranges holes",
-			s.Dir, len(r.Damaged), len(r.Files))
+			dir, len(r.Damaged), len(r.Files))
 	}
 	return nil
 }

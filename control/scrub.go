@@ -1,0 +1,110 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/statefs/statefs/store"
+)
+
+// ScrubLine is one line of the daemon's answer to a scrub, which streams
+// JSON lines: the number of chunks to read first, then how many are read,
+// every scrubEvery, and last the report or the error.
+type ScrubLine struct {
+	Total  int             `json:"total,omitempty"`
+	Done   int             `json:"done,omitempty"`
+	Report *store.Scrubbed `json:"report,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// scrubEvery is how often a scrub tells its client how far it got.
+const scrubEvery = 200 * time.Millisecond
+
+// scrub reads and verifies every chunk of the store the daemon serves
+// (store.Scrub), one scrub at a time; a client that goes away stops it.
+func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
+	if !s.scrubMu.TryLock() {
+		http.Error(w, "a scrub is already going on", http.StatusConflict)
+		return
+	}
+	defer s.scrubMu.Unlock()
+	release, ok := s.admit(w)
+	if !ok {
+		return
+	}
+	defer release()
+	total, err := s.Store.ScrubTotal()
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	send := func(l ScrubLine) {
+		enc.Encode(l)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	send(ScrubLine{Total: total})
+	done, last := 0, time.Now()
+	report, err := s.Store.Scrub(r.Context(), func(int) {
+		done++
+		if time.Since(last) >= scrubEvery {
+			last = time.Now()
+			send(ScrubLine{Done: done})
+		}
+	})
+	if err != nil {
+		send(ScrubLine{Error: err.Error()})
+		return
+	}
+	send(ScrubLine{Report: &report})
+}
+
+// Scrub has the daemon scrub its store; progress, if set, is told how many
+// chunks of how many are read as the scrub goes.
+func (c *Client) Scrub(ctx context.Context, progress func(done, total int)) (store.Scrubbed, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://statefs/scrub", nil)
+	if err != nil {
+		return store.Scrubbed{}, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return store.Scrubbed{}, fmt.Errorf("asking the daemon: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return store.Scrubbed{}, fmt.Errorf("daemon: %s", strings.TrimSpace(string(msg)))
+	}
+	dec := json.NewDecoder(resp.Body)
+	total := 0
+	for {
+		var l ScrubLine
+		if err := dec.Decode(&l); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the daemon ended the scrub without a report")
+			}
+			return store.Scrubbed{}, fmt.Errorf("scrub: %w", err)
+		}
+		switch {
+		case l.Error != "":
+			return store.Scrubbed{}, fmt.Errorf("daemon: %s", l.Error)
+		case l.Report != nil:
+			return *l.Report, nil
+		case l.Total > 0:
+			total = l.Total
+		}
+		if progress != nil {
+			progress(l.Done, total)
+		}
+	}
+}
