@@ -1,8 +1,8 @@
 package store
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
