@@ -184,7 +184,11 @@ func writeMarkdown(w io.Writer, r *Report) {
 }
 
 func writeWorkload(w io.Writer, wl *Workload) {
-	fmt.Fprintf(w, "\n### %d. %s\n\n%s Median of %d; %s.\n\n", wl.ID, wl.Title, wl.Setup, wl.Reps, wl.Caches)
+	reps := fmt.Sprintf("Median of %d", wl.Reps)
+	if wl.Reps == 1 {
+		reps = "One repetition"
+	}
+	fmt.Fprintf(w, "\n### %d. %s\n\n%s %s; %s.\n\n", wl.ID, wl.Title, wl.Setup, reps, wl.Caches)
 	if wl.Error != "" {
 		fmt.Fprintf(w, "**FAILED:** `%s`\n\n", oneLine(wl.Error))
 	}
