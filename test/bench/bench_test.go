@@ -7,6 +7,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +59,7 @@ func tinyConfig(repo, dir string) config {
 	c.Dir, c.JSON, c.Markdown = dir, filepath.Join(dir, "result.json"), filepath.Join(dir, "result.md")
 	c.Reps = 1
 	c.CopyIn = copyInSize{Checkpoints: 2, SSTs: 10, SSTMiB: 2, Reps: 1}
-	c.RocksDB = rocksDBSize{Keys: 2000, NoSyncKeys: 2000, ValueSize: 400, Reads: 2000, Checkpoints: 2, WritesBetween: 200, Reps: 1}
+	c.RocksDB = rocksDBSize{Keys: 2000, NoSyncKeys: 2000, ValueSize: 400, Reads: 2000, SeqPasses: 2, Checkpoints: 2, WritesBetween: 200, Reps: 1}
 	c.Metadata = metadataSize{Files: 300, Dirs: 10, Reps: 1}
 	c.Restart = restartSize{Inodes: 1000, Reps: 1}
 	c.Collector = collectorSize{Files: 10, FileMiB: 1, CopyCheckpoints: 2, Reps: 1, Chunks: 2000, ChunksPerFile: 100}
@@ -159,5 +160,25 @@ func TestIncompleteCatchesEmptyResults(t *testing.T) {
 				t.Error("not flagged")
 			}
 		})
+	}
+}
+
+// db_bench's output: one result per benchmark; a benchmark run several
+// times in a row is its reads over its time, with the highest p99.
+func TestParseDBBench(t *testing.T) {
+	out := `readrandom   :      10.105 micros/op 98952 ops/sec 1.011 seconds 100000 operations;   35.5 MB/s (90523 of 100000 found)
+Microseconds per read:
+Percentiles: P50: 8.47 P75: 11.14 P99: 20.50 P99.9: 52.00 P99.99: 120.00
+readseq      :       1.049 micros/op 949815 ops/sec 0.030 seconds 26000 operations;  376.8 MB/s
+Percentiles: P50: 0.50 P75: 0.60 P99: 4.00 P99.9: 9.00 P99.99: 20.00
+readseq      :       0.500 micros/op 2000000 ops/sec 0.010 seconds 20000 operations;  376.8 MB/s
+Percentiles: P50: 0.40 P75: 0.50 P99: 6.00 P99.9: 9.00 P99.99: 20.00
+`
+	got := parseDBBench(out)
+	if r := got["readrandom"]; r.OpsPerSec != 98952 || r.P99Micros != 20.5 {
+		t.Errorf("readrandom: %+v", r)
+	}
+	if r := got["readseq"]; math.Abs(r.OpsPerSec-46000/0.04) > 1 || r.P99Micros != 6 {
+		t.Errorf("readseq over two passes: %+v, want %v ops/s and p99 6", r, 46000/0.04)
 	}
 }

@@ -39,7 +39,8 @@ type rocksDBSize struct {
 	Keys          int // fillrandom and overwrite write this many keys, fsync'd
 	NoSyncKeys    int // fillrandom without fsync writes this many
 	ValueSize     int
-	Reads         int // readrandom and readseq read this many
+	Reads         int // readrandom reads this many
+	SeqPasses     int // readseq reads the whole database this many times
 	Checkpoints   int // ldb checkpoints in workload 3
 	WritesBetween int // overwrites before each checkpoint
 	Reps          int
@@ -83,7 +84,7 @@ func defaultConfig(repo string) config {
 		Reps:      3,
 		Workloads: []int{1, 2, 3, 4, 5, 6, 7},
 		CopyIn:    copyInSize{Checkpoints: 10, SSTs: 10, SSTMiB: 64, Reps: 2},
-		RocksDB:   rocksDBSize{Keys: 30000, NoSyncKeys: 100000, ValueSize: 400, Reads: 100000, Checkpoints: 10, WritesBetween: 2000, Reps: 2},
+		RocksDB:   rocksDBSize{Keys: 30000, NoSyncKeys: 100000, ValueSize: 400, Reads: 100000, SeqPasses: 10, Checkpoints: 10, WritesBetween: 2000, Reps: 2},
 		Metadata:  metadataSize{Files: 50000, Dirs: 100, Reps: 1},
 		Restart:   restartSize{Inodes: 100000},
 		Collector: collectorSize{Files: 500, FileMiB: 4, CopyCheckpoints: 2, Reps: 2, Chunks: 1_000_000, ChunksPerFile: 1000},
@@ -110,7 +111,8 @@ func parseFlags(repo string, args []string) (config, error) {
 	fs.IntVar(&c.RocksDB.Keys, "rocksdb-keys", c.RocksDB.Keys, "workload 2: keys written by fillrandom and by overwrite, each with an fsync'd WAL")
 	fs.IntVar(&c.RocksDB.NoSyncKeys, "rocksdb-nosync-keys", c.RocksDB.NoSyncKeys, "workload 2: keys written by fillrandom without fsync, on a second database")
 	fs.IntVar(&c.RocksDB.ValueSize, "rocksdb-value-size", c.RocksDB.ValueSize, "workload 2: value size in bytes")
-	fs.IntVar(&c.RocksDB.Reads, "rocksdb-reads", c.RocksDB.Reads, "workload 2: reads by readrandom and readseq")
+	fs.IntVar(&c.RocksDB.Reads, "rocksdb-reads", c.RocksDB.Reads, "workload 2: reads by readrandom")
+	fs.IntVar(&c.RocksDB.SeqPasses, "rocksdb-seq-passes", c.RocksDB.SeqPasses, "workload 2: passes of readseq over the whole database")
 	fs.IntVar(&c.RocksDB.Checkpoints, "rocksdb-checkpoints", c.RocksDB.Checkpoints, "workload 3: ldb checkpoints taken")
 	fs.IntVar(&c.RocksDB.WritesBetween, "rocksdb-writes-between", c.RocksDB.WritesBetween, "workload 3: overwrites before each checkpoint")
 	fs.IntVar(&c.RocksDB.Reps, "rocksdb-reps", c.RocksDB.Reps, "workloads 2 and 3: repetitions (0: --reps)")
