@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// A write is noted in its owner's records once per noteEvery per owner.
+// White-box: a write is noted in its owner's records once per noteEvery
+// per owner.
 func TestNoteDue(t *testing.T) {
 	f := &FS{noted: map[uint64]int64{}}
 	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC).UnixNano()

@@ -33,6 +33,8 @@ type openOrder struct {
 	stripes [openStripes]sync.Mutex
 }
 
+var _ = (fuse.RawFileSystem)((*openOrder)(nil))
+
 func (o *openOrder) node(id uint64) *sync.Mutex { return &o.stripes[id%openStripes] }
 
 func (o *openOrder) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
