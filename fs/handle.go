@@ -388,8 +388,10 @@ func (f *FS) afterClose(ino uint64, wrote, last bool) {
 
 // noteEvery is how often the writes under one owner are noted in its job
 // and executor records at most: a checkpoint closes thousands of files in
-// a second, and the records' last-write times need no finer grain (the
-// collector's grace period is minutes).
+// a second, and the records' last-write times need no finer grain. They
+// lag the last write by less than noteEvery; the collector keeps any inode
+// written after its cutoff by the inode's own times whatever the records
+// say, and its cutoff is the grace period, minutes, before now.
 const noteEvery = time.Second
 
 // noteDue says whether a write under owner, closed at now, is to be noted:
