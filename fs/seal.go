@@ -79,6 +79,11 @@ func (f *FS) seal(ino uint64, t *time.Timer) {
 	err = f.store.CommitSeal(x)
 	switch {
 	case errors.Is(err, index.ErrStale), errors.Is(err, index.ErrNotFound):
+	case errors.Is(err, index.ErrTooLarge):
+		// Trying again would read the whole file again for the same
+		// answer: it is sealed when it changes, or after a restart.
+		slog.Warn("the file has too many chunks to seal in one index transaction; it stays in staging",
+			"inode", ino, "bytes", x.Manifest.Size, "extents", len(x.Manifest.Extents))
 	case err != nil:
 		slog.Error("committing seal failed; the file stays in staging", "inode", ino, "err", err, "retry_in", sealRetryDelay)
 		f.scheduleSealAfter(ino, sealRetryDelay)

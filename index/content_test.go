@@ -276,3 +276,33 @@ func usage(t *testing.T, db *index.DB) index.Usage {
 	}
 	return u
 }
+
+// A seal with more chunks than one transaction takes fails with
+// ErrTooLarge and changes nothing: the file stays in staging, no chunk
+// gains a reference.
+func TestSealTooLarge(t *testing.T) {
+	db := openDB(t)
+	tr := build(t, db, "big")
+	var hs []cas.Hash
+	for j := range 100_000 {
+		hs = append(hs, cas.Sum(fmt.Appendf(nil, "chunk %d", j)))
+	}
+	id, _ := stage(t, db, tr["big"])
+	err := seal(db, tr["big"], id, extents(hs...), 1)
+	if !errors.Is(err, index.ErrTooLarge) {
+		t.Fatalf("sealing %d chunks: %v, want ErrTooLarge", len(hs), err)
+	}
+	err = db.View(func(tx *index.Tx) error {
+		n, err := tx.Inode(tr["big"])
+		if err != nil || n.Staging != id {
+			return fmt.Errorf("inode %+v, %v; want staging %d", n, err, id)
+		}
+		if r, err := tx.ChunkRefs(hs[0]); err != nil || r != 0 {
+			return fmt.Errorf("chunk references %d, %v; want 0", r, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -40,6 +40,10 @@ var (
 	ErrStale    = errors.New("content changed meanwhile")
 	ErrFormat   = errors.New("incompatible index format")
 	ErrDetached = errors.New("in the attic, outside the tree")
+	// ErrTooLarge is a transaction larger than the index commits at once
+	// (badger's limit, about 15% of a memtable: some 20,000 records); none
+	// of it is committed.
+	ErrTooLarge = errors.New("too large for one index transaction")
 )
 
 // DB is an open index.
@@ -174,9 +178,15 @@ func (db *DB) Update(fn func(*Tx) error) error {
 	txn := db.bdb.NewTransaction(true)
 	defer txn.Discard()
 	if err := fn(&Tx{txn: txn, db: db}); err != nil {
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			return fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
 		return err
 	}
 	if err := txn.Commit(); err != nil {
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			err = fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
 		return fmt.Errorf("committing index transaction: %w", err)
 	}
 	db.commits.Add(1)
