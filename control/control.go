@@ -431,28 +431,40 @@ func Dial(dir string) (*Client, error) {
 }
 
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	resp, err := c.send(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// send makes a request with in as its JSON body (nil: none) and returns
+// the answer if it is 200 OK; the caller closes its body. Any other answer
+// is an error carrying the daemon's message.
+func (c *Client) send(ctx context.Context, method, path string, in any) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://statefs"+path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("asking the daemon: %w", err)
+		return nil, fmt.Errorf("asking the daemon: %w", err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("daemon: %s", strings.TrimSpace(string(msg)))
+		return nil, fmt.Errorf("daemon: %s", strings.TrimSpace(string(msg)))
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return resp, nil
 }
 
 // Jobs lists the store's job records.

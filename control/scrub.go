@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/statefs/statefs/store"
@@ -39,11 +38,6 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	total, err := s.Store.ScrubTotal()
-	if err != nil {
-		reply(w, nil, err)
-		return
-	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
 	flusher, _ := w.(http.Flusher)
@@ -53,14 +47,17 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
-	send(ScrubLine{Total: total})
-	done, last := 0, time.Now()
-	report, err := s.Store.Scrub(r.Context(), func(int) {
-		done++
-		if time.Since(last) >= scrubEvery {
-			last = time.Now()
+	var last time.Time
+	report, err := s.Store.Scrub(r.Context(), func(done, total int) {
+		switch {
+		case done == 0:
+			send(ScrubLine{Total: total})
+		case time.Since(last) >= scrubEvery:
 			send(ScrubLine{Done: done})
+		default:
+			return
 		}
+		last = time.Now()
 	})
 	if err != nil {
 		send(ScrubLine{Error: err.Error()})
@@ -72,19 +69,11 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 // Scrub has the daemon scrub its store; progress, if set, is told how many
 // chunks of how many are read as the scrub goes.
 func (c *Client) Scrub(ctx context.Context, progress func(done, total int)) (store.Scrubbed, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://statefs/scrub", nil)
+	resp, err := c.send(ctx, http.MethodPost, "/scrub", nil)
 	if err != nil {
 		return store.Scrubbed{}, err
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return store.Scrubbed{}, fmt.Errorf("asking the daemon: %w", err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return store.Scrubbed{}, fmt.Errorf("daemon: %s", strings.TrimSpace(string(msg)))
-	}
 	dec := json.NewDecoder(resp.Body)
 	total := 0
 	for {

@@ -144,13 +144,16 @@ func TestScrubFindsDamagedChunks(t *testing.T) {
 	s, err := store.OpenForCheck(ds.dir)
 	must(t, err)
 	defer s.Close()
-	total, err := s.ScrubTotal()
-	must(t, err)
-	calls := 0
-	r, err := s.Scrub(context.Background(), func(int) { calls++ })
+	calls, total := 0, -1
+	r, err := s.Scrub(context.Background(), func(done, all int) {
+		if done > 0 {
+			calls++
+		}
+		total = all
+	})
 	must(t, err)
 	if calls != total || r.Chunks != total {
-		t.Errorf("Scrub read %d chunks and reported progress %d times; ScrubTotal says %d", r.Chunks, calls, total)
+		t.Errorf("Scrub read %d chunks and reported progress %d times; it said it would read %d", r.Chunks, calls, total)
 	}
 	if len(r.Damaged) != 2 {
 		t.Fatalf("Scrub found damaged chunks %+v, want the used one and the garbage one", r.Damaged)
@@ -199,9 +202,8 @@ func TestScrubUnderSweep(t *testing.T) {
 		}
 	}
 	path := func(h cas.Hash) string { return filepath.Join(s.Dir, "chunks", h.String()[:2], h.String()) }
-	calls := 0
-	r, err := s.Scrub(context.Background(), func(int) {
-		if calls++; calls == 1 {
+	r, err := s.Scrub(context.Background(), func(done, _ int) {
+		if done == 1 {
 			must(t, os.Remove(path(swept)))
 			must(t, os.Remove(path(vanished)))
 		}

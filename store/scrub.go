@@ -26,16 +26,6 @@ type Scrubbed struct {
 	Files []index.DamagedFile `json:"files"`
 }
 
-// ScrubTotal is how many chunks Scrub reads: every chunk file, and every
-// chunk a manifest uses that is not one.
-func (s *Store) ScrubTotal() (int, error) {
-	used, files, err := s.scrubSet()
-	if err != nil {
-		return 0, err
-	}
-	return len(union(used, files)), nil
-}
-
 func (s *Store) scrubSet() (used, files []cas.Hash, err error) {
 	if used, err = s.Index.UsedChunks(); err != nil {
 		return nil, nil, err
@@ -47,27 +37,31 @@ func (s *Store) scrubSet() (used, files []cas.Hash, err error) {
 // Scrub reads every chunk in the store, used or not, and verifies it
 // against its hash (DESIGN invariant 5), and checks that every chunk a
 // manifest uses is there; it reports the damaged chunks and the files
-// that use them, and changes nothing. progress, if set, is called after
-// each chunk with its uncompressed bytes (0 for a damaged one). It stops
-// when ctx is done.
+// that use them, and changes nothing. progress, if set, is told how many
+// chunks of how many it has read: once before the first (every chunk file,
+// and every chunk a manifest uses that is not one), then after each. It
+// stops when ctx is done.
 //
 // It may run while the daemon serves the store. Files written meanwhile
 // are not scrubbed (the set of chunks is taken at the start), and the
 // collector may sweep chunks under it: a chunk that is missing when it is
 // read is damage only if a file still uses it once the scrub is over; one
 // no file uses vanished in a sweep, or was garbage.
-func (s *Store) Scrub(ctx context.Context, progress func(bytes int)) (Scrubbed, error) {
+func (s *Store) Scrub(ctx context.Context, progress func(done, total int)) (Scrubbed, error) {
 	var r Scrubbed
 	used, files, err := s.scrubSet()
 	if err != nil {
 		return r, err
 	}
 	all := union(used, files)
+	if progress != nil {
+		progress(0, len(all))
+	}
 	lost, err := s.lostChunks(ctx, all, files, true, func(n int) {
 		r.Chunks++
 		r.Bytes += int64(n)
 		if progress != nil {
-			progress(n)
+			progress(r.Chunks, len(all))
 		}
 	})
 	if err != nil {

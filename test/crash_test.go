@@ -759,13 +759,10 @@ func checkLink(t *testing.T, m *Mount, h *history, got found, bad badFunc) {
 	}
 }
 
-// requireNlinkMatchesNames checks that every file's link count is the number
-// of names it has in the tree (outside .statefs).
-func requireNlinkMatchesNames(t *testing.T, m *Mount) {
-	t.Helper()
-	names := map[uint64][]string{}
-	nlink := map[uint64]uint64{}
-	err := filepath.WalkDir(m.Dir, func(p string, d fs.DirEntry, err error) error {
+// walkFiles calls fn with the path and the name relative to the mount of
+// everything in the mount that is not a directory, outside .statefs.
+func walkFiles(m *Mount, fn func(path, rel string) error) error {
+	return filepath.WalkDir(m.Dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -775,6 +772,21 @@ func requireNlinkMatchesNames(t *testing.T, m *Mount) {
 		if d.IsDir() {
 			return nil
 		}
+		rel, err := filepath.Rel(m.Dir, p)
+		if err != nil {
+			return err
+		}
+		return fn(p, rel)
+	})
+}
+
+// requireNlinkMatchesNames checks that every file's link count is the number
+// of names it has in the tree (outside .statefs).
+func requireNlinkMatchesNames(t *testing.T, m *Mount) {
+	t.Helper()
+	names := map[uint64][]string{}
+	nlink := map[uint64]uint64{}
+	err := walkFiles(m, func(p, _ string) error {
 		var st syscall.Stat_t
 		if err := syscall.Lstat(p, &st); err != nil {
 			return err

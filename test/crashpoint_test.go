@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,17 +197,7 @@ func putSynced(t *testing.T, path string, data []byte) {
 func requireFiles(t *testing.T, m *Mount, want, maybe map[string][]byte) {
 	t.Helper()
 	seen := map[string]bool{}
-	err := filepath.WalkDir(m.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == m.Path(".statefs") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, _ := filepath.Rel(m.Dir, p)
+	err := walkFiles(m, func(p, rel string) error {
 		b, ok := want[rel]
 		if !ok {
 			b, ok = maybe[rel]

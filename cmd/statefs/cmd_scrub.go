@@ -35,45 +35,20 @@ func runScrub(c *cli.Context) error {
 		return fmt.Errorf("%w: scrub takes no arguments", errUsage)
 	}
 	dir := c.String("store")
+	var onProgress func(done, total int)
 	bar := progress(c, "scrubbing")
 	if bar != nil {
-		defer bar.Finish()
-	}
-	var r store.Scrubbed
-	s, err := store.OpenForCheck(dir)
-	switch {
-	case errors.Is(err, store.ErrInUse):
-		client, derr := control.Dial(dir)
-		if derr != nil {
-			return fmt.Errorf("%w, and %w", err, derr)
-		}
-		var onProgress func(done, total int)
-		if bar != nil {
-			onProgress = func(done, total int) {
-				bar.ChangeMax(total)
-				bar.Set(done)
-			}
-		}
-		if r, err = client.Scrub(c.Context, onProgress); err != nil {
-			return err
-		}
-	case err != nil:
-		return err
-	default:
-		defer s.Close()
-		var onChunk func(int)
-		if bar != nil {
-			if total, err := s.ScrubTotal(); err == nil {
-				bar.ChangeMax(total)
-			}
-			onChunk = func(int) { bar.Add(1) }
-		}
-		if r, err = s.Scrub(c.Context, onChunk); err != nil {
-			return err
+		onProgress = func(done, total int) {
+			bar.ChangeMax(total)
+			bar.Set(done)
 		}
 	}
+	r, err := scrub(c, dir, onProgress)
 	if bar != nil {
 		bar.Finish()
+	}
+	if err != nil {
+		return err
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
@@ -104,6 +79,24 @@ func runScrub(c *cli.Context) error {
 			dir, len(r.Damaged), len(r.Files))
 	}
 	return nil
+}
+
+// scrub scrubs the store in dir itself, or has the daemon that serves it
+// do it.
+func scrub(c *cli.Context, dir string, progress func(done, total int)) (store.Scrubbed, error) {
+	s, err := store.OpenForCheck(dir)
+	if errors.Is(err, store.ErrInUse) {
+		client, derr := control.Dial(dir)
+		if derr != nil {
+			return store.Scrubbed{}, fmt.Errorf("%w, and %w", err, derr)
+		}
+		return client.Scrub(c.Context, progress)
+	}
+	if err != nil {
+		return store.Scrubbed{}, err
+	}
+	defer s.Close()
+	return s.Scrub(c.Context, progress)
 }
 
 // scrubJSON is the report as JSON, hashes as hex.
