@@ -34,8 +34,11 @@ import (
 //     fallocate of a new table fails whole) leaves room for badger's next
 //     memtable flush and log. A writer that goes on takes that space too,
 //     and gets ENOSPC at a full disk; then the second is removed, for badger
-//     alone if the writer stops at ENOSPC, as RocksDB and Flink do. The
-//     reserve is made again once twice its size is free. The daemon's own
+//     alone if the writer stops at ENOSPC, as RocksDB and Flink do. Full
+//     means settled as well as nearly nothing free: a writer between two
+//     files at a few MiB free has not seen ENOSPC yet, and would take the
+//     second half whole if it were released then. The reserve is made
+//     again once twice its size is free. The daemon's own
 //     writes keep out of that space: a seal refuses to start when it would
 //     leave less than half the reserve free (roomFor), and the file stays
 //     in staging.
@@ -53,6 +56,10 @@ var ReserveNames = [2]string{"reserve-1", "reserve-2"}
 // spaceInterval is how often the daemon allocates new log files and
 // releases or remakes the reserve.
 const spaceInterval = 100 * time.Millisecond
+
+// settle is how long the free space must not fall before the disk counts
+// as full and the second reserve file is released: writers have stopped.
+const settle = 300 * time.Millisecond
 
 // maxReserve is the reserve on a disk of 1 GiB or more. Each half holds
 // what badger needs to move to a new memtable: the new log (20 MiB
@@ -91,22 +98,25 @@ type spaceKeeper struct {
 	stop     chan struct{}
 	done     chan struct{}
 	warnOnce sync.Once
+	free     int64     // the free space at the last tick
+	fell     time.Time // when the free space was last seen falling
 }
 
 // releaseReserveIfFull releases the reserve of the store in dir as the
 // keeper would: badger needs room to open (a new log, the flush of the
-// old one), before any keeper runs.
+// old one), before any keeper runs. Nothing else writes yet, so the free
+// space is settled.
 func releaseReserveIfFull(dir string) {
 	if free, total, err := diskSpace(dir); err == nil {
-		releaseReserve(dir, free, reserveSize(total))
+		releaseReserve(dir, free, reserveSize(total), true)
 	}
 }
 
 // releaseReserve removes the reserve files whose threshold the free space
-// is below.
-func releaseReserve(dir string, free, size int64) {
+// is below; the second only once the free space has settled.
+func releaseReserve(dir string, free, size int64, settled bool) {
 	for i, name := range ReserveNames {
-		if free >= releaseBelow(i, size) {
+		if free >= releaseBelow(i, size) || i == 1 && !settled {
 			continue
 		}
 		path := filepath.Join(dir, name)
@@ -127,7 +137,7 @@ func releaseReserve(dir string, free, size int64) {
 // stops it.
 func (s *Store) keepSpace() {
 	k := &spaceKeeper{dir: s.Dir, stop: make(chan struct{}), done: make(chan struct{})}
-	k.tick()
+	k.tick(time.Now())
 	go func() {
 		defer close(k.done)
 		t := time.NewTicker(spaceInterval)
@@ -136,8 +146,8 @@ func (s *Store) keepSpace() {
 			select {
 			case <-k.stop:
 				return
-			case <-t.C:
-				k.tick()
+			case now := <-t.C:
+				k.tick(now)
 			}
 		}
 	}()
@@ -153,14 +163,19 @@ func (s *Store) stopKeepingSpace() {
 	}
 }
 
-func (k *spaceKeeper) tick() {
+// tick does the keeper's work once, at now.
+func (k *spaceKeeper) tick(now time.Time) {
 	k.allocateLogs()
 	free, total, err := diskSpace(k.dir)
 	if err != nil {
 		return
 	}
+	if k.fell.IsZero() || free < k.free {
+		k.fell = now
+	}
+	k.free = free
 	size := reserveSize(total)
-	releaseReserve(k.dir, free, size)
+	releaseReserve(k.dir, free, size, now.Sub(k.fell) >= settle)
 	if free < 2*size || size < 2 {
 		return
 	}
