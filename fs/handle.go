@@ -48,6 +48,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, 0, syscall.EINVAL
 	}
+	if writable(flags) && n.fs.store.Full() {
+		return nil, 0, syscall.ENOSPC
+	}
 	st := n.fs.acquire(n.ino())
 	uid, _ := caller(ctx)
 	h, fuseFlags, err := n.fs.open(st, flags, uid != 0)
@@ -214,6 +217,9 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if e := checkName(name); e != 0 {
 		return nil, nil, 0, e
 	}
+	if n.fs.store.Full() {
+		return nil, nil, 0, syscall.ENOSPC
+	}
 	rec, err := n.newInode(ctx, syscall.S_IFREG|mode&07777)
 	if err != nil {
 		return nil, nil, 0, errno(err)
@@ -324,6 +330,9 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	if h.staging == nil {
 		return syscall.EBADF
+	}
+	if mode&unix.FALLOC_FL_PUNCH_HOLE == 0 && h.fs.store.Full() {
+		return syscall.ENOSPC
 	}
 	return errno(unix.Fallocate(int(h.staging.Fd()), mode, int64(off), int64(size)))
 }

@@ -191,6 +191,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if e := checkName(name); e != 0 {
 		return nil, e
 	}
+	if n.fs.store.Full() {
+		return nil, syscall.ENOSPC
+	}
 	rec, err := n.newInode(ctx, syscall.S_IFDIR|mode&07777)
 	if err == nil {
 		err = n.create(name, rec, nil)
@@ -204,6 +207,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if e := checkName(name); e != 0 {
 		return nil, e
+	}
+	if n.fs.store.Full() {
+		return nil, syscall.ENOSPC
 	}
 	if mode&syscall.S_IFMT == syscall.S_IFDIR || mode&syscall.S_IFMT == syscall.S_IFLNK {
 		return nil, syscall.EINVAL
@@ -222,6 +228,9 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if e := checkName(name); e != 0 {
 		return nil, e
+	}
+	if n.fs.store.Full() {
+		return nil, syscall.ENOSPC
 	}
 	rec, err := n.newInode(ctx, syscall.S_IFLNK|0o777)
 	if err == nil {

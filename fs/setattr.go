@@ -115,6 +115,9 @@ func (f *FS) truncate(st *file, size uint64) error {
 	case !rec.IsRegular():
 		return syscall.EINVAL
 	}
+	if st.staging == nil && rec.Staging == 0 && size > 0 && f.store.Full() {
+		return syscall.ENOSPC // sealed content would take new space in staging
+	}
 	st.gen++
 	st.warm = false
 	switch {

@@ -57,6 +57,9 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if attr == "" || len(attr) > nameMax {
 		return syscall.ERANGE
 	}
+	if n.fs.store.Full() {
+		return syscall.ENOSPC
+	}
 	if st := n.fs.lookupFile(n.ino()); st != nil {
 		st.noXattrs.Store(false) // before the attribute can exist
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,10 +44,17 @@ import (
 //     leave less than half the reserve free (roomFor), and the file stays
 //     in staging.
 //
-// What this does not cover: writers that keep writing after ENOSPC and
-// take the second half before badger's next flush; and values that badger
-// puts in its value log (over 64 KiB: the manifest of a file of more than
-// about 1,500 chunks).
+// Once the second half is released the disk is full (Full): the file
+// system takes no new content (new files, writable opens, growth) until
+// twice the reserve is free again and the reserve is made again, so a
+// writer that retries after ENOSPC, as Flink's next checkpoint does, cannot
+// take badger's room.
+//
+// What this does not cover: a writer that keeps writing through a file it
+// opened before the disk was full (through passthrough the daemon never
+// sees those writes), which can take the second half before badger's next
+// flush; and values that badger puts in its value log (over 64 KiB: the
+// manifest of a file of more than about 1,500 chunks).
 
 // ReserveNames are the two reserve files in the store directory, in the
 // order they are released. They hold no data: tools that measure what the
@@ -100,7 +108,13 @@ type spaceKeeper struct {
 	warnOnce sync.Once
 	free     int64     // the free space at the last tick
 	fell     time.Time // when the free space was last seen falling
+	full     atomic.Bool
 }
+
+// Full says whether the disk is full: the second reserve file is released
+// and not made again. The file system refuses new content with ENOSPC
+// meanwhile. A store opened for a check is never full.
+func (s *Store) Full() bool { return s.space != nil && s.space.full.Load() }
 
 // releaseReserveIfFull releases the reserve of the store in dir as the
 // keeper would: badger needs room to open (a new log, the flush of the
@@ -113,8 +127,9 @@ func releaseReserveIfFull(dir string) {
 }
 
 // releaseReserve removes the reserve files whose threshold the free space
-// is below; the second only once the free space has settled.
-func releaseReserve(dir string, free, size int64, settled bool) {
+// is below, the second only once the free space has settled, and returns
+// the free space after.
+func releaseReserve(dir string, free, size int64, settled bool) int64 {
 	for i, name := range ReserveNames {
 		if free >= releaseBelow(i, size) || i == 1 && !settled {
 			continue
@@ -131,6 +146,7 @@ func releaseReserve(dir string, free, size int64, settled bool) {
 		slog.Warn("disk nearly full: released the reserve for the index", "file", path, "free_before", free, "released", fi.Size())
 		free += fi.Size()
 	}
+	return free
 }
 
 // keepSpace allocates the index's log files and starts the keeper; Close
@@ -173,12 +189,15 @@ func (k *spaceKeeper) tick(now time.Time) {
 	if k.fell.IsZero() || free < k.free {
 		k.fell = now
 	}
-	k.free = free
+	defer func() { k.free = free }() // after what this tick releases or makes
 	size := reserveSize(total)
-	releaseReserve(k.dir, free, size, now.Sub(k.fell) >= settle)
+	free = releaseReserve(k.dir, free, size, now.Sub(k.fell) >= settle)
 	if free < 2*size || size < 2 {
+		_, err := os.Lstat(filepath.Join(k.dir, ReserveNames[1]))
+		k.setFull(size >= 2 && errors.Is(err, os.ErrNotExist), free, size)
 		return
 	}
+	k.setFull(false, free, size)
 	for _, name := range ReserveNames {
 		path := filepath.Join(k.dir, name)
 		if _, err := os.Lstat(path); err == nil {
@@ -190,6 +209,19 @@ func (k *spaceKeeper) tick(now time.Time) {
 		}
 		free -= size / 2
 		slog.Info("made the disk reserve", "file", path, "bytes", size/2, "free", free)
+	}
+}
+
+// setFull records whether the disk is full, and logs when that changes.
+func (k *spaceKeeper) setFull(full bool, free, size int64) {
+	if k.full.Swap(full) == full {
+		return
+	}
+	if full {
+		slog.Warn("disk full: new files, writable opens and growth get ENOSPC until twice the reserve is free",
+			"free", free, "needed", 2*size)
+	} else {
+		slog.Info("disk has room again: new content is taken", "free", free)
 	}
 }
 

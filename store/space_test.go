@@ -18,7 +18,8 @@ import (
 // reserve file's threshold, but the writer has not seen ENOSPC yet. The
 // keeper must keep that file until the free space stops falling; released
 // at once, the writer would take it whole and leave badger's next flush no
-// room (a flaky TestFullDisk found this).
+// room (a flaky TestFullDisk found this). Once it is released the disk is
+// full (new content refused) until twice the reserve is free again.
 func TestSecondReserveWaitsForWritersToStop(t *testing.T) {
 	testenv.RequireFUSE(t) // root, to mount a small tmpfs
 	disk := t.TempDir()
@@ -59,9 +60,32 @@ func TestSecondReserveWaitsForWritersToStop(t *testing.T) {
 	if !exists(ReserveNames[1]) {
 		t.Fatalf("the second reserve file went after the free space stood still for %v, less than %v", spaceInterval, settle)
 	}
+	if k.full.Load() {
+		t.Fatal("the disk counts as full while the second reserve file is still there")
+	}
 	tick(settle)
 	if exists(ReserveNames[1]) {
 		t.Fatalf("the second reserve file stayed on a full disk that stood still for %v", settle+spaceInterval)
+	}
+	if !k.full.Load() {
+		t.Fatal("the disk does not count as full once the second reserve file is released")
+	}
+
+	// Freed space: the disk stays full until twice the reserve is free,
+	// then the reserve is made again.
+	if err := os.Remove(filepath.Join(disk, "b")); err != nil {
+		t.Fatal(err)
+	}
+	tick(spaceInterval)
+	if !k.full.Load() || exists(ReserveNames[1]) {
+		t.Fatal("the disk stopped counting as full with less than twice the reserve free")
+	}
+	if err := os.Remove(filepath.Join(disk, "a")); err != nil {
+		t.Fatal(err)
+	}
+	tick(spaceInterval)
+	if k.full.Load() || !exists(ReserveNames[0]) || !exists(ReserveNames[1]) {
+		t.Fatalf("with most of the disk free: full=%v, reserve files %v and %v", k.full.Load(), exists(ReserveNames[0]), exists(ReserveNames[1]))
 	}
 }
 

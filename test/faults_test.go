@@ -102,16 +102,16 @@ func waitLog(t *testing.T, m *Mount, needle string) {
 	}
 }
 
-// fill writes files of 4 MiB, each fsync'd, under dir until one fails, and
-// returns the ones that were stored (write, fsync and close succeeded). The
-// failure must be ENOSPC or EDQUOT.
+// fill writes files of 4 MiB, each fsync'd, in the directory dir until one
+// fails, and returns the ones that were stored (write, fsync and close
+// succeeded). The failure must be ENOSPC or EDQUOT. The files' names and
+// contents follow from seed.
 func fill(t *testing.T, dir string, seed int64) map[string][]byte {
 	t.Helper()
-	require.NoError(t, os.MkdirAll(dir, 0o755))
 	stored := map[string][]byte{}
 	for i := 0; ; i++ {
 		require.Less(t, i, 1000, "4 GB written to a small disk without ENOSPC")
-		path := filepath.Join(dir, fmt.Sprintf("f%03d", i))
+		path := filepath.Join(dir, fmt.Sprintf("f%d", seed+int64(i)))
 		data := pseudoRandom(4<<20, seed+int64(i))
 		if err := storeSynced(path, data); err != nil {
 			requireNoSpace(t, err, "writing "+path)
@@ -122,19 +122,27 @@ func fill(t *testing.T, dir string, seed int64) map[string][]byte {
 }
 
 // TestFullDisk fills a store's disk through the mount. Writers get ENOSPC,
-// never success for bytes that were not stored; the daemon keeps serving
-// metadata changes (badger's log is allocated ahead, and the reserve gives
-// its memtable flush room: without them it dies of SIGBUS); a seal that
-// finds no room leaves the file in staging, readable; once files are
-// deleted the store takes writes again, fsck finds it consistent, and
-// every file whose fsync succeeded reads back byte for byte.
+// never success for bytes that were not stored; once the disk is full the
+// daemon takes no new content (new files, writable opens, growth), so that
+// writers that retry cannot take the reserve its index needs to flush a
+// memtable (badger writes through memory maps: without room it dies of
+// SIGBUS); it keeps serving metadata changes, even with no free block at
+// all; a seal that finds no room leaves the file in staging, readable;
+// once files are deleted the store takes writes again, fsck finds it
+// consistent, and every file whose fsync succeeded reads back byte for
+// byte.
 func TestFullDisk(t *testing.T) {
 	disk := smallDisk(t, 1024)
 	m := mountStore(t, filepath.Join(disk, "store"), "--seal-delay", "0")
-	for _, name := range []string{"reserve-1", "reserve-2"} {
-		_, err := os.Stat(filepath.Join(m.Store, name))
-		require.NoError(t, err, "the daemon keeps a reserve")
+	reserveLeft := func() (n int) {
+		for _, name := range []string{"reserve-1", "reserve-2"} {
+			if _, err := os.Stat(filepath.Join(m.Store, name)); err == nil {
+				n++
+			}
+		}
+		return n
 	}
+	require.Equal(t, 2, reserveLeft(), "the daemon keeps a reserve")
 
 	// The victim stays open (a reader) until the disk is full, so that its
 	// seal runs then.
@@ -150,66 +158,86 @@ func TestFullDisk(t *testing.T) {
 	fi, err := hold.Stat()
 	require.NoError(t, err)
 	victimIno := fi.Sys().(*syscall.Stat_t).Ino
+	// A writer whose file was open before the disk filled, as RocksDB's
+	// log is: the daemon cannot refuse what it writes through passthrough.
+	late, err := os.Create(m.Path("late"))
+	require.NoError(t, err)
+	defer late.Close()
+	require.NoError(t, os.Mkdir(m.Path("fill1"), 0o755))
+	require.NoError(t, os.Mkdir(m.Path("more"), 0o755))
 
-	// The writer stops at ENOSPC; the daemon releases half of the reserve
-	// (the first half maybe while the writer still ran, which took it; then
-	// the second).
-	reserveLeft := func() bool {
-		for _, name := range []string{"reserve-1", "reserve-2"} {
-			if _, err := os.Stat(filepath.Join(m.Store, name)); err == nil {
-				return true
-			}
-		}
-		return false
-	}
+	// The writer stops at ENOSPC. The daemon releases the first half of the
+	// reserve when less than that is free, maybe while the writer still ran,
+	// which took it; if not, a writer that goes on takes it now and stops
+	// at ENOSPC again. Then the daemon releases the second half, once the
+	// free space stopped falling: the disk is full.
 	stored := fill(t, m.Path("fill1"), 1000)
 	require.NotEmpty(t, stored)
-	deadline := time.Now().Add(10 * time.Second)
-	for freeBytes(t, disk) < 32<<20 {
-		require.True(t, time.Now().Before(deadline), "the daemon released no reserve within 10s of a full disk\n%s", tail(m.Log(), 4000))
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(m.Log(), "disk full: new files") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-
-	// Enough metadata changes to fill a memtable (18 MiB of extended
-	// attributes): badger flushes it into a new table, which needs the
-	// released reserve.
-	require.NoError(t, os.WriteFile(m.Path("attrs"), nil, 0o644))
-	for i := range 300 {
-		err := unix.Setxattr(m.Path("attrs"), "user.blob", pseudoRandom(60<<10, int64(i)), 0)
-		if err != nil {
-			requireNoSpace(t, err, "setxattr")
-		}
+	if !strings.Contains(m.Log(), "disk full: new files") {
+		maps.Copy(stored, fill(t, m.Path("fill1"), 2000))
 	}
-	requireServing(t, m, "after a memtable's worth of metadata changes on a full disk")
+	waitLog(t, m, "disk full: new files")
+	require.Zero(t, reserveLeft(), "the disk is full with a reserve file left")
+	require.GreaterOrEqual(t, freeBytes(t, disk), int64(32<<20), "the daemon released too little of its reserve")
 
-	// Writers that go on after ENOSPC take whatever the daemon releases,
-	// until no reserve is left and the disk stays full.
-	for round := 0; ; round++ {
+	// The disk is full: new content gets ENOSPC, and writers that go on
+	// after it leave the released reserve to the index.
+	_, err = os.Create(m.Path("new"))
+	requireNoSpace(t, err, "creating a file")
+	requireNoSpace(t, os.Mkdir(m.Path("newdir"), 0o755), "mkdir")
+	_, err = os.OpenFile(slices.Sorted(maps.Keys(stored))[0], os.O_WRONLY, 0)
+	requireNoSpace(t, err, "opening a stored file for writing")
+	requireNoSpace(t, unix.Setxattr(m.Path("victim"), "user.blob", []byte("x"), 0), "setxattr")
+	for round := range 3 {
+		require.Empty(t, fill(t, m.Path("more"), int64(2000+100*round)), "a file was stored on a full disk")
+		time.Sleep(300 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, freeBytes(t, disk), int64(32<<20), "writers took the reserve of a full disk")
+
+	// Metadata changes that move and remove state go on, and fill a
+	// memtable: badger flushes it into a new table, in the released reserve.
+	tables := func() int {
+		names, err := filepath.Glob(filepath.Join(m.Store, "index", "*.sst"))
+		require.NoError(t, err)
+		return len(names)
+	}
+	names := [2]string{strings.Repeat("a", 255), strings.Repeat("b", 255)}
+	require.NoError(t, os.Rename(m.Path("more"), m.Path(names[0])))
+	before := tables()
+	i := 0
+	for ; tables() == before; i++ {
+		require.Less(t, i, 200000, "200,000 renames did not fill a memtable")
+		require.NoError(t, os.Rename(m.Path(names[i%2]), m.Path(names[(i+1)%2])), "rename on a full disk")
+	}
+	t.Logf("a memtable flushed on a full disk after %d renames", i)
+	requireServing(t, m, "after a memtable flush on a full disk")
+
+	// The writer whose file was open takes whatever is left, until the
+	// disk has no free block at all.
+	for round := 0; reserveLeft() > 0 || freeBytes(t, disk) >= 1<<20; round++ {
 		require.Less(t, round, 6, "the disk does not stay full")
-		for path, data := range fill(t, m.Path(fmt.Sprintf("more%d", round)), int64(2000+100*round)) {
-			stored[path] = data
-		}
-		if !reserveLeft() && freeBytes(t, disk) < 1<<20 {
-			break
-		}
-		time.Sleep(300 * time.Millisecond) // the daemon releases what is left
+		_, err := late.Write(pseudoRandom(256<<20, int64(3000+round)))
+		requireNoSpace(t, err, "writing a file opened before the disk was full")
+		time.Sleep(500 * time.Millisecond) // the daemon releases what is left
 	}
 	// Metadata changes on a disk with no free block at all: each one
 	// succeeds or fails with ENOSPC, and the daemon lives on.
-	for i := range 300 {
-		dir := m.Path(fmt.Sprintf("d%03d", i))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			requireNoSpace(t, err, "mkdir")
-			continue
-		}
-		if err := os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644); err != nil {
-			requireNoSpace(t, err, "creating an empty file")
-		}
-		if err := os.Rename(dir, dir+"-renamed"); err != nil {
+	for j := range 300 {
+		if err := os.Rename(m.Path(names[i%2]), m.Path(names[(i+1)%2])); err == nil {
+			i++
+		} else {
 			requireNoSpace(t, err, "rename")
+		}
+		if err := os.Chmod(m.Path("victim"), 0o600|os.FileMode(j%2)<<5); err != nil {
+			requireNoSpace(t, err, "chmod")
 		}
 	}
 	requireServing(t, m, "after metadata changes on a full disk")
+	require.NoError(t, late.Close())
 
 	// Now the victim's seal runs and finds no room: the file stays in
 	// staging, whole and readable.
@@ -234,17 +262,9 @@ func TestFullDisk(t *testing.T) {
 	requireServing(t, m, "after reading on a full disk")
 
 	// Free space: the store takes writes again and remakes its reserve.
-	for round := 0; round < 6; round++ {
-		require.NoError(t, os.RemoveAll(m.Path(fmt.Sprintf("more%d", round))))
-	}
-	kept := 0
-	for _, path := range slices.Sorted(maps.Keys(stored)) {
-		switch {
-		case !strings.Contains(path, "fill1"):
-			delete(stored, path)
-		case kept < 8:
-			kept++
-		default:
+	require.NoError(t, os.Remove(m.Path("late")))
+	for i, path := range slices.Sorted(maps.Keys(stored)) {
+		if i >= 8 {
 			require.NoError(t, os.Remove(path))
 			delete(stored, path)
 		}
@@ -258,6 +278,8 @@ func TestFullDisk(t *testing.T) {
 		require.Equal(t, 0, r.code, "statefs gc on a full disk: %s\n%s", r.stdout, r.stderr)
 		time.Sleep(100 * time.Millisecond)
 	}
+	waitLog(t, m, "disk has room again")
+	require.Equal(t, 2, reserveLeft(), "the reserve is made again")
 	after := pseudoRandom(8<<20, 71)
 	require.NoError(t, storeSynced(m.Path("after"), after))
 	requireServing(t, m, "after space was freed")
