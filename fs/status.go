@@ -26,11 +26,12 @@ type Status struct {
 	Unsealed    int    `json:"unsealed"`    // files whose content waits in staging
 	OpenFiles   int    `json:"open_files"`  // inodes with open handles or seals running
 	Passthrough bool   `json:"passthrough"` // staging files served by the kernel directly
+	DiskFull    bool   `json:"disk_full"`   // new content gets ENOSPC until space is freed (store.Full)
 }
 
 // Status reports the filesystem's current state.
 func (f *FS) Status() (Status, error) {
-	s := Status{Store: f.store.Dir, Passthrough: f.opts.Passthrough}
+	s := Status{Store: f.store.Dir, Passthrough: f.opts.Passthrough, DiskFull: f.store.Full()}
 	err := f.store.Index.View(func(tx *index.Tx) (err error) {
 		s.Unsealed, err = tx.CountStaging()
 		return err

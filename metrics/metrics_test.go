@@ -230,6 +230,7 @@ func TestStoreMetricsAreReadWhenScraped(t *testing.T) {
 		{"statefs_jobs", []string{"verdict", "gone"}, 1},
 		{"statefs_jobs", []string{"verdict", "live"}, 0},
 		{"statefs_jobs", []string{"verdict", "unknown"}, 0},
+		{"statefs_disk_full", nil, 0},
 	} {
 		if got := sample(t, reg, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

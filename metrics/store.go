@@ -64,6 +64,8 @@ var (
 		"Bytes of chunk files on the disk, after compression.", nil, nil)
 	descScanAge = prometheus.NewDesc("statefs_store_scan_age_seconds",
 		"Age of the scan of the store the other store gauges come from (a scan answers for 20 times as long as it took, 5 s at the least).", nil, nil)
+	descDiskFull = prometheus.NewDesc("statefs_disk_full",
+		"1 while the store's disk is full: the mount refuses new content with ENOSPC until twice the reserve is free.", nil, nil)
 	descJobs = prometheus.NewDesc("statefs_jobs",
 		"Jobs the store holds state of, by their latest verdict: live, unknown or gone.", []string{"verdict"}, nil)
 )
@@ -76,12 +78,17 @@ var _ prometheus.Collector = (*storeCollector)(nil)
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStagingBytes, descStagingFiles, descUnsealed, descFiles,
-		descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes, descJobs, descScanAge} {
+		descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes, descJobs, descScanAge, descDiskFull} {
 		ch <- d
 	}
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	full := 0.0
+	if c.store.Full() {
+		full = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descDiskFull, prometheus.GaugeValue, full)
 	scan, scanned := c.scan()
 	if scan.err != nil {
 		ch <- prometheus.NewInvalidMetric(descFiles, scan.err)

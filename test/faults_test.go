@@ -133,7 +133,24 @@ func fill(t *testing.T, dir string, seed int64) map[string][]byte {
 // byte.
 func TestFullDisk(t *testing.T) {
 	disk := smallDisk(t, 1024)
-	m := mountStore(t, filepath.Join(disk, "store"), "--seal-delay", "0")
+	addr := freeAddr(t)
+	m := mountStore(t, filepath.Join(disk, "store"), "--seal-delay", "0", "--metrics-addr", addr)
+	// requireFull checks what status.json and /metrics say of the disk.
+	requireFull := func(want bool, when string) {
+		t.Helper()
+		raw, err := os.ReadFile(m.Path(".statefs", "status.json"))
+		require.NoError(t, err)
+		var status struct {
+			DiskFull *bool `json:"disk_full"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &status))
+		require.NotNil(t, status.DiskFull, "status.json has no disk_full: %s", raw)
+		require.Equal(t, want, *status.DiskFull, "status.json's disk_full %s", when)
+		s := scrapeMetrics(t, addr)
+		require.NotNil(t, s["statefs_disk_full"], "/metrics has no statefs_disk_full")
+		require.Equal(t, map[bool]float64{true: 1}[want], s.value("statefs_disk_full", ""), "statefs_disk_full %s", when)
+	}
+	requireFull(false, "before the disk filled")
 	reserveLeft := func() (n int) {
 		for _, name := range []string{"reserve-1", "reserve-2"} {
 			if _, err := os.Stat(filepath.Join(m.Store, name)); err == nil {
@@ -181,6 +198,7 @@ func TestFullDisk(t *testing.T) {
 		maps.Copy(stored, fill(t, m.Path("fill1"), 2000))
 	}
 	waitLog(t, m, "disk full: new files")
+	requireFull(true, "once the second reserve file is released")
 	require.Zero(t, reserveLeft(), "the disk is full with a reserve file left")
 	require.GreaterOrEqual(t, freeBytes(t, disk), int64(32<<20), "the daemon released too little of its reserve")
 
@@ -279,6 +297,7 @@ func TestFullDisk(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	waitLog(t, m, "disk has room again")
+	requireFull(false, "once space was freed")
 	require.Equal(t, 2, reserveLeft(), "the reserve is made again")
 	after := pseudoRandom(8<<20, 71)
 	require.NoError(t, storeSynced(m.Path("after"), after))
