@@ -144,7 +144,7 @@ func runMount(c *cli.Context) error {
 		},
 		Sealed: m.Sealed,
 	}, pending)
-	server, err := mountFS(mnt, root, fs.MountOptions(c.Bool("allow-other"), c.Bool("debug")), m)
+	server, served, err := mountFS(mnt, root, fs.MountOptions(c.Bool("allow-other"), c.Bool("debug")), m)
 	if err != nil {
 		fsys.Shutdown()
 		return fmt.Errorf("mounting %s: %w", mnt, err)
@@ -157,6 +157,7 @@ func runMount(c *cli.Context) error {
 	ctl := &control.Server{Store: s, FS: fsys, Mountpoint: mnt, Collected: m.Collected}
 	if err := ctl.Listen(); err != nil {
 		server.Unmount()
+		<-served
 		fsys.Shutdown()
 		return err
 	}
@@ -178,11 +179,6 @@ func runMount(c *cli.Context) error {
 	}
 	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(pending))
 
-	served := make(chan struct{})
-	go func() {
-		server.Wait()
-		close(served)
-	}()
 	select {
 	case <-served: // unmounted from outside (umount)
 	case sig := <-signals:
@@ -195,17 +191,23 @@ func runMount(c *cli.Context) error {
 }
 
 // mountFS is gofs.Mount with the kernel's requests counted and timed by m
-// (nil: not).
-func mountFS(mnt string, root gofs.InodeEmbedder, opts *gofs.Options, m *metrics.Metrics) (*fuse.Server, error) {
-	server, err := fuse.NewServer(m.FUSE(fs.NodeFS(root, opts)), mnt, &opts.MountOptions)
+// (nil: not). served is closed once the server has stopped serving and its
+// unmount callbacks, which read the index, have returned: only then may
+// the store close (server.Wait returns before those callbacks).
+func mountFS(mnt string, root gofs.InodeEmbedder, opts *gofs.Options, m *metrics.Metrics) (server *fuse.Server, served <-chan struct{}, err error) {
+	server, err = fuse.NewServer(m.FUSE(fs.NodeFS(root, opts)), mnt, &opts.MountOptions)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	go server.Serve()
+	done := make(chan struct{})
+	go func() {
+		server.Serve()
+		close(done)
+	}()
 	if err := server.WaitMount(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return server, nil
+	return server, done, nil
 }
 
 // stopGrace is how long a mount that is still in use (open files, binds of
