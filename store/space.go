@@ -106,15 +106,28 @@ type spaceKeeper struct {
 	stop     chan struct{}
 	done     chan struct{}
 	warnOnce sync.Once
-	free     int64     // the free space at the last tick
-	fell     time.Time // when the free space was last seen falling
 	full     atomic.Bool
+
+	mu   sync.Mutex // one tick at a time
+	free int64      // the free space at the last tick
+	fell time.Time  // when the free space was last seen falling
 }
 
 // Full says whether the disk is full: the second reserve file is released
 // and not made again. The file system refuses new content with ENOSPC
 // meanwhile. A store opened for a check is never full.
-func (s *Store) Full() bool { return s.space != nil && s.space.full.Load() }
+func (s *Store) Full() bool { return s.space != nil && s.space.isFull() }
+
+// isFull is the keeper's answer to Full. While the disk is full it looks
+// again at once, so that space just freed is taken without waiting for
+// the next tick; otherwise it costs one atomic load.
+func (k *spaceKeeper) isFull() bool {
+	if !k.full.Load() {
+		return false
+	}
+	k.tick(time.Now())
+	return k.full.Load()
+}
 
 // releaseReserveIfFull releases the reserve of the store in dir as the
 // keeper would: badger needs room to open (a new log, the flush of the
@@ -181,6 +194,8 @@ func (s *Store) stopKeepingSpace() {
 
 // tick does the keeper's work once, at now.
 func (k *spaceKeeper) tick(now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.allocateLogs()
 	free, total, err := diskSpace(k.dir)
 	if err != nil {

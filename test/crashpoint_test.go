@@ -476,7 +476,7 @@ func dropCrash(c *crashCase) {
 	c.crashed()
 	c.remount(args...)
 	waitHolds(t, m, 0)
-	require.Contains(t, m.Log(), "dropped held state")
+	waitLog(t, m, "dropped held state")
 	requireFiles(t, m, nil, nil)
 	c.finish()
 	require.Zero(t, chunkBytes(t, m), "chunks of the dropped tree are left")

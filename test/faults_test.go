@@ -91,6 +91,8 @@ func requireServing(t *testing.T, m *Mount, when string) {
 }
 
 // waitLog waits up to 20 seconds for the daemon's log to contain needle.
+// A line the daemon wrote reaches the test's copy of its log a moment
+// later, so checks of the log poll.
 func waitLog(t *testing.T, m *Mount, needle string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -355,15 +357,18 @@ func chunkFiles(t *testing.T, store string) []string {
 }
 
 // requireEIO reads path and expects EIO, and a log line of the daemon that
-// names the file and the chunk.
+// names the file and the chunk. The line may reach the test's copy of the
+// log a moment after the read's reply.
 func requireEIO(t *testing.T, m *Mount, name, chunk string) {
 	t.Helper()
 	dropCache(t, m.Path(name))
 	_, err := os.ReadFile(m.Path(name))
 	require.True(t, errors.Is(err, syscall.EIO), "reading %s with a damaged chunk: %v, want EIO", name, err)
-	for _, line := range strings.Split(m.Log(), "\n") {
-		if strings.Contains(line, "unreadable content") && strings.Contains(line, name) && strings.Contains(line, filepath.Base(chunk)) {
-			return
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, line := range strings.Split(m.Log(), "\n") {
+			if strings.Contains(line, "unreadable content") && strings.Contains(line, name) && strings.Contains(line, filepath.Base(chunk)) {
+				return
+			}
 		}
 	}
 	t.Fatalf("no log line names %s and chunk %s:\n%s", name, filepath.Base(chunk), tail(m.Log(), 4000))
