@@ -68,7 +68,8 @@ func serve(h http.Handler, method, path string, body []byte) *httptest.ResponseR
 }
 
 // FuzzRequestBody posts arbitrary bodies to the endpoints that take one
-// (the collector's aside: it would call out to the URLs a body names).
+// (the collector's aside: it would call out to the URLs a body names; the
+// store of /scrub is empty, so any rate ends at once).
 // Nothing panics or answers 5xx; POST /job changes the job's record only
 // when it answers 200, and then exactly as a well-formed request for a
 // Flink job id and gone or live says; POST /restore hands the filesystem
@@ -87,17 +88,22 @@ func FuzzRequestBody(f *testing.F) {
 		`{"hold":"1","dest":"/mnt/statefsX/a"}`,
 		`{"hold":"1","dest":"/mnt/statefs/a/b"}`,
 		`{"hold":"1","dest":"a/../../b"}`,
+		`{"rate":0}`,
+		`{"rate":-1}`,
+		`{"rate":1e3}`,
+		`{"rate":9223372036854775807}`,
 		`null`,
 		`[]`,
 	} {
 		f.Add(uint8(0), []byte(b))
 		f.Add(uint8(1), []byte(b))
+		f.Add(uint8(2), []byte(b))
 	}
 	fs := &fakeFS{}
 	s := newTestServer(f, fs)
 	h := s.handler()
 	f.Fuzz(func(t *testing.T, endpoint uint8, body []byte) {
-		path := []string{"/job", "/restore"}[endpoint%2]
+		path := []string{"/job", "/restore", "/scrub"}[endpoint%3]
 		before, err := Jobs(s.Store)
 		if err != nil {
 			t.Fatal(err)
@@ -152,6 +158,19 @@ func FuzzRequestBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A scrub's rate must not be negative; a good request streams the report.
+func TestScrubRequest(t *testing.T) {
+	h := newTestServer(t, &fakeFS{}).handler()
+	w := serve(h, http.MethodPost, "/scrub", []byte(`{"rate":-5}`))
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "negative") || strings.Count(strings.TrimSpace(w.Body.String()), "\n") != 0 {
+		t.Errorf("POST /scrub with a negative rate: %d %q, want 400 and one line saying negative", w.Code, w.Body)
+	}
+	w = serve(h, http.MethodPost, "/scrub", []byte(`{"rate":1048576}`))
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"report"`) {
+		t.Errorf("POST /scrub of an empty store: %d %q, want 200 and a report", w.Code, w.Body)
+	}
 }
 
 func equalJobs(a, b []*index.Job) bool {

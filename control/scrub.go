@@ -22,12 +22,25 @@ type ScrubLine struct {
 	Error  string          `json:"error,omitempty"`
 }
 
+// ScrubRequest is the body of a scrub request.
+type ScrubRequest struct {
+	Rate int64 `json:"rate"` // the most bytes of chunks read a second; 0: no limit
+}
+
 // scrubEvery is how often a scrub tells its client how far it got.
 const scrubEvery = 200 * time.Millisecond
 
 // scrub reads and verifies every chunk of the store the daemon serves
 // (store.Scrub), one scrub at a time; a client that goes away stops it.
 func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
+	var req ScrubRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Rate < 0 {
+		http.Error(w, fmt.Sprintf("bad request: rate %d is negative", req.Rate), http.StatusBadRequest)
+		return
+	}
 	if !s.scrubMu.TryLock() {
 		http.Error(w, "a scrub is already going on", http.StatusConflict)
 		return
@@ -48,7 +61,7 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var last time.Time
-	report, err := s.Store.Scrub(r.Context(), func(done, total int) {
+	report, err := s.Store.Scrub(r.Context(), store.ScrubOptions{Rate: req.Rate, Progress: func(done, total int) {
 		switch {
 		case done == 0:
 			send(ScrubLine{Total: total})
@@ -58,7 +71,7 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		last = time.Now()
-	})
+	}})
 	if err != nil {
 		send(ScrubLine{Error: err.Error()})
 		return
@@ -66,10 +79,12 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 	send(ScrubLine{Report: &report})
 }
 
-// Scrub has the daemon scrub its store; progress, if set, is told how many
-// chunks of how many are read as the scrub goes.
-func (c *Client) Scrub(ctx context.Context, progress func(done, total int)) (store.Scrubbed, error) {
-	resp, err := c.send(ctx, http.MethodPost, "/scrub", nil)
+// Scrub has the daemon scrub its store, at most opts.Rate bytes a second;
+// opts.Progress, if set, is told how many chunks of how many are read as
+// the scrub goes.
+func (c *Client) Scrub(ctx context.Context, opts store.ScrubOptions) (store.Scrubbed, error) {
+	progress := opts.Progress
+	resp, err := c.send(ctx, http.MethodPost, "/scrub", ScrubRequest{Rate: opts.Rate})
 	if err != nil {
 		return store.Scrubbed{}, err
 	}

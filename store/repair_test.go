@@ -9,6 +9,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/store"
@@ -145,12 +146,12 @@ func TestScrubFindsDamagedChunks(t *testing.T) {
 	must(t, err)
 	defer s.Close()
 	calls, total := 0, -1
-	r, err := s.Scrub(context.Background(), func(done, all int) {
+	r, err := s.Scrub(context.Background(), store.ScrubOptions{Progress: func(done, all int) {
 		if done > 0 {
 			calls++
 		}
 		total = all
-	})
+	}})
 	must(t, err)
 	if calls != total || r.Chunks != total {
 		t.Errorf("Scrub read %d chunks and reported progress %d times; it said it would read %d", r.Chunks, calls, total)
@@ -202,12 +203,12 @@ func TestScrubUnderSweep(t *testing.T) {
 		}
 	}
 	path := func(h cas.Hash) string { return filepath.Join(s.Dir, "chunks", h.String()[:2], h.String()) }
-	r, err := s.Scrub(context.Background(), func(done, _ int) {
+	r, err := s.Scrub(context.Background(), store.ScrubOptions{Progress: func(done, _ int) {
 		if done == 1 {
 			must(t, os.Remove(path(swept)))
 			must(t, os.Remove(path(vanished)))
 		}
-	})
+	}})
 	must(t, err)
 	if len(r.Damaged) != 1 || r.Damaged[0].Hash != vanished || r.Damaged[0].Kind != store.ProblemMissingChunk || !r.Damaged[0].Used {
 		t.Fatalf("Scrub found damaged chunks %+v, want only %s, missing and used", r.Damaged, vanished)
@@ -218,7 +219,35 @@ func TestScrubUnderSweep(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.Scrub(ctx, nil); !errors.Is(err, context.Canceled) {
+	if _, err := s.Scrub(ctx, store.ScrubOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Scrub with its context done: %v, want context.Canceled", err)
+	}
+}
+
+// A scrub with a rate reads no faster than it: 2 MiB of chunks at 1 MiB a
+// second take two seconds at the least (the bucket starts empty). Stopping
+// it stops the wait too.
+func TestScrubRate(t *testing.T) {
+	s := newStore(t)
+	ino, _ := addContent(t, s, "x", random(2<<20, 22))
+	seal(t, s, ino)
+	start := time.Now()
+	r, err := s.Scrub(context.Background(), store.ScrubOptions{Rate: 1 << 20})
+	must(t, err)
+	if took := time.Since(start); took < 1900*time.Millisecond {
+		t.Errorf("Scrub at 1 MiB/s read %d bytes in %v", r.Bytes, took)
+	}
+	if r.Bytes != 2<<20 {
+		t.Errorf("Scrub read %d bytes, want %d", r.Bytes, 2<<20)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := s.Scrub(ctx, store.ScrubOptions{Rate: 1 << 10}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Scrub at 1 KiB/s stopped by its context: %v, want context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Scrub at 1 KiB/s took %v to stop after its context was done", took)
 	}
 }

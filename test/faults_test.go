@@ -552,14 +552,19 @@ func TestIOErrorReadOnlyIndex(t *testing.T) {
 // next read of the file gives EIO (never wrong bytes), other files read
 // fine, and `statefs scrub` finds the chunk and names the file, exits 1,
 // and changes nothing; on a sound store it exits 0. It scrubs a store a
-// daemon serves through the daemon, and one no daemon serves itself.
+// daemon serves through the daemon, and one no daemon serves itself; the
+// daemon keeps to --max-rate (6 MiB at 2 MiB/s: 3 s at the least).
 func TestBitRotScrub(t *testing.T) {
 	m := mountFS(t, "--seal-delay", "0")
 	contents, chunks := faultFiles(t, m, "rotten", "sound")
 	m.Restart()
-	r := runCLI(t, time.Minute, "scrub", "--store", m.Store)
+	r := runCLI(t, time.Minute, "scrub", "--store", m.Store, "--max-rate", "lots")
+	requireOneLineError(t, r, "--max-rate")
+	start := time.Now()
+	r = runCLI(t, time.Minute, "scrub", "--store", m.Store, "--max-rate", "2MiB")
 	require.Equal(t, 0, r.code, "scrub of a sound store through the daemon: %s\n%s", r.stdout, r.stderr)
 	require.Contains(t, r.stdout, "0 damaged chunks, 0 damaged files")
+	require.GreaterOrEqual(t, time.Since(start), 2500*time.Millisecond, "the daemon scrubbed 6 MiB faster than --max-rate 2MiB")
 
 	victim := chunks["rotten"][0]
 	b, err := os.ReadFile(victim)

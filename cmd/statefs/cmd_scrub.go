@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/dustin/go-humanize"
 	"github.com/urfave/cli/v2"
@@ -21,10 +22,11 @@ func scrubCommand() *cli.Command {
 			"file that uses one (paths and lost ranges), changes nothing, and exits 1 if it found\n" +
 			"damage; `statefs fsck --repair` then makes the lost ranges holes. On a terminal it shows\n" +
 			"its progress. On a store a daemon serves, the daemon scrubs it (what is written meanwhile is\n" +
-			"left for the next scrub).",
+			"left for the next scrub); --max-rate keeps it from taking the disk from the jobs.",
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+			&cli.StringFlag{Name: "max-rate", Value: "0", Usage: "read at most `SIZE` of chunks a second, e.g. 100MiB (0: as fast as the disk gives them)"},
 		},
 		Action: runScrub,
 	}
@@ -35,15 +37,19 @@ func runScrub(c *cli.Context) error {
 		return fmt.Errorf("%w: scrub takes no arguments", errUsage)
 	}
 	dir := c.String("store")
-	var onProgress func(done, total int)
+	maxRate, err := humanize.ParseBytes(c.String("max-rate"))
+	if err != nil || maxRate > math.MaxInt64 {
+		return fmt.Errorf("%w: --max-rate %q is not a size such as 100MiB", errUsage, c.String("max-rate"))
+	}
+	opts := store.ScrubOptions{Rate: int64(maxRate)}
 	bar := progress(c, "scrubbing")
 	if bar != nil {
-		onProgress = func(done, total int) {
+		opts.Progress = func(done, total int) {
 			bar.ChangeMax(total)
 			bar.Set(done)
 		}
 	}
-	r, err := scrub(c, dir, onProgress)
+	r, err := scrub(c, dir, opts)
 	if bar != nil {
 		bar.Finish()
 	}
@@ -83,20 +89,20 @@ func runScrub(c *cli.Context) error {
 
 // scrub scrubs the store in dir itself, or has the daemon that serves it
 // do it.
-func scrub(c *cli.Context, dir string, progress func(done, total int)) (store.Scrubbed, error) {
+func scrub(c *cli.Context, dir string, opts store.ScrubOptions) (store.Scrubbed, error) {
 	s, err := store.OpenForCheck(dir)
 	if errors.Is(err, store.ErrInUse) {
 		client, derr := control.Dial(dir)
 		if derr != nil {
 			return store.Scrubbed{}, fmt.Errorf("%w, and %w", err, derr)
 		}
-		return client.Scrub(c.Context, progress)
+		return client.Scrub(c.Context, opts)
 	}
 	if err != nil {
 		return store.Scrubbed{}, err
 	}
 	defer s.Close()
-	return s.Scrub(c.Context, progress)
+	return s.Scrub(c.Context, opts)
 }
 
 // scrubJSON is the report as JSON, hashes as hex.
