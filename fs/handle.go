@@ -294,6 +294,9 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if h.staging == nil {
 		return 0, syscall.EBADF
 	}
+	if h.fs.store.Full() {
+		return 0, syscall.ENOSPC // writes through passthrough never get here
+	}
 	n, err := h.staging.WriteAt(data, off)
 	if err != nil {
 		return uint32(n), errno(err)

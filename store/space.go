@@ -51,9 +51,9 @@ import (
 // take badger's room.
 //
 // What this does not cover: a writer that keeps writing through a file it
-// opened before the disk was full (through passthrough the daemon never
-// sees those writes), which can take the second half before badger's next
-// flush; and values that badger puts in its value log (over 64 KiB: the
+// opened before the disk was full, through passthrough (the daemon refuses
+// the writes it sees, but never sees those), which can take the second
+// half before badger's next flush; and values that badger puts in its value log (over 64 KiB: the
 // manifest of a file of more than about 1,500 chunks).
 
 // ReserveNames are the two reserve files in the store directory, in the
