@@ -108,9 +108,10 @@ type spaceKeeper struct {
 	warnOnce sync.Once
 	full     atomic.Bool
 
-	mu   sync.Mutex // one tick at a time
-	free int64      // the free space at the last tick
-	fell time.Time  // when the free space was last seen falling
+	mu     sync.Mutex   // one tick at a time
+	free   int64        // the free space at the last tick
+	fell   time.Time    // when the free space was last seen falling
+	ticked atomic.Int64 // when the last tick began, in Unix nanoseconds
 }
 
 // Full says whether the disk is full: the second reserve file is released
@@ -118,14 +119,22 @@ type spaceKeeper struct {
 // meanwhile. A store opened for a check is never full.
 func (s *Store) Full() bool { return s.space != nil && s.space.isFull() }
 
+// fullRecheck is how old a full disk's last look may be before isFull
+// looks again.
+const fullRecheck = 10 * time.Millisecond
+
 // isFull is the keeper's answer to Full. While the disk is full it looks
-// again at once, so that space just freed is taken without waiting for
-// the next tick; otherwise it costs one atomic load.
+// again (a tick) if the last look is older than fullRecheck, so that space
+// just freed is taken without waiting for the next tick, and a writer that
+// retries in a loop does not run a tick per request; otherwise it costs
+// one atomic load.
 func (k *spaceKeeper) isFull() bool {
 	if !k.full.Load() {
 		return false
 	}
-	k.tick(time.Now())
+	if now := time.Now(); now.UnixNano()-k.ticked.Load() >= int64(fullRecheck) {
+		k.tick(now)
+	}
 	return k.full.Load()
 }
 
@@ -196,6 +205,7 @@ func (s *Store) stopKeepingSpace() {
 func (k *spaceKeeper) tick(now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.ticked.Store(now.UnixNano())
 	k.allocateLogs()
 	free, total, err := diskSpace(k.dir)
 	if err != nil {

@@ -72,7 +72,8 @@ func TestSecondReserveWaitsForWritersToStop(t *testing.T) {
 	}
 
 	// Freed space: the disk stays full until twice the reserve is free,
-	// then the reserve is made again, at once, not at the next tick.
+	// then the reserve is made again, at the next look of a request
+	// (fullRecheck after the last), not at the keeper's next tick.
 	if err := os.Remove(filepath.Join(disk, "b")); err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +83,7 @@ func TestSecondReserveWaitsForWritersToStop(t *testing.T) {
 	if err := os.Remove(filepath.Join(disk, "a")); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(fullRecheck)
 	if k.isFull() || !exists(ReserveNames[0]) || !exists(ReserveNames[1]) {
 		t.Fatalf("with most of the disk free: full=%v, reserve files %v and %v", k.full.Load(), exists(ReserveNames[0]), exists(ReserveNames[1]))
 	}
