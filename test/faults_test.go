@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -203,6 +204,9 @@ func TestFullDisk(t *testing.T) {
 	}
 	waitLog(t, m, "disk full: new files")
 	requireFull(true, "once the second reserve file is released")
+	// A restart would free nothing: the daemon stays healthy.
+	code, body := get(t, addr, "/healthz")
+	require.Equal(t, http.StatusOK, code, "GET /healthz on a full disk: %s", body)
 	require.Zero(t, reserveLeft(), "the disk is full with a reserve file left")
 	require.GreaterOrEqual(t, freeBytes(t, disk), int64(32<<20), "the daemon released too little of its reserve")
 
