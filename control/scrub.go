@@ -83,7 +83,6 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 // opts.Progress, if set, is told how many chunks of how many are read as
 // the scrub goes.
 func (c *Client) Scrub(ctx context.Context, opts store.ScrubOptions) (store.Scrubbed, error) {
-	progress := opts.Progress
 	resp, err := c.send(ctx, http.MethodPost, "/scrub", ScrubRequest{Rate: opts.Rate})
 	if err != nil {
 		return store.Scrubbed{}, err
@@ -107,8 +106,8 @@ func (c *Client) Scrub(ctx context.Context, opts store.ScrubOptions) (store.Scru
 		case l.Total > 0:
 			total = l.Total
 		}
-		if progress != nil {
-			progress(l.Done, total)
+		if opts.Progress != nil {
+			opts.Progress(l.Done, total)
 		}
 	}
 }
