@@ -49,8 +49,11 @@ test: test-deps vet
 # replays it: make soak SOAK_SEED=<seed>.
 SOAK_DURATION ?= 1h
 SOAK_SEED     ?= 0
+# SOAK_INDEX_MEMTABLE_MIB=1 makes the index's memtables 1 MiB instead of 16,
+# so that badger flushes and compacts all the time under the kills.
+SOAK_INDEX_MEMTABLE_MIB ?=
 soak:
-	$(GO) test -count=1 -timeout 0 -v -run '^TestCrashCampaign$$' ./test/ -args -soak.duration=$(SOAK_DURATION) -soak.seed=$(SOAK_SEED)
+	STATEFS_INDEX_MEMTABLE_MIB=$(SOAK_INDEX_MEMTABLE_MIB) $(GO) test -count=1 -timeout 0 -v -run '^TestCrashCampaign$$' ./test/ -args -soak.duration=$(SOAK_DURATION) -soak.seed=$(SOAK_SEED)
 
 # run mounts a store under ./var in the foreground; Ctrl-C (or umount) stops it.
 run: build

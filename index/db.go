@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,14 +63,37 @@ type DB struct {
 	synced  atomic.Uint64
 }
 
+// memTableEnv names a test knob: badger's memtable size in MiB, instead
+// of 16. The crash campaign sets it to 1 (make soak
+// SOAK_INDEX_MEMTABLE_MIB=1) so that badger flushes memtables and compacts
+// tables all the time under its kills.
+const memTableEnv = "STATEFS_INDEX_MEMTABLE_MIB"
+
+// memTableSize is badger's memtable size: 16 MiB, or what memTableEnv says.
+func memTableSize() (int64, error) {
+	v := os.Getenv(memTableEnv)
+	if v == "" {
+		return 16 << 20, nil
+	}
+	mib, err := strconv.Atoi(v)
+	if err != nil || mib < 1 || mib > 1024 {
+		return 0, fmt.Errorf("%s=%q: want a whole number of MiB from 1 to 1024", memTableEnv, v)
+	}
+	return int64(mib) << 20, nil
+}
+
 // Open opens or creates the index in dir.
 func Open(dir string) (*DB, error) {
+	memTable, err := memTableSize()
+	if err != nil {
+		return nil, err
+	}
 	opts := badger.DefaultOptions(dir).
 		WithLogger(badgerLogger{}).
 		WithSyncWrites(false).
 		WithDetectConflicts(false).
 		WithNumVersionsToKeep(1).
-		WithMemTableSize(16 << 20).
+		WithMemTableSize(memTable).
 		WithNumMemtables(3).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).

@@ -2,12 +2,15 @@ package index_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 
@@ -162,5 +165,48 @@ func TestOpenRefusesOtherFormat(t *testing.T) {
 	}
 	if got := names(t, db, index.RootIno); !slices.Equal(got, []string{"f"}) {
 		t.Errorf("root lists %q, want [f]", got)
+	}
+}
+
+// STATEFS_INDEX_MEMTABLE_MIB, the crash campaign's knob, makes badger's
+// memtables that many MiB: 4 MiB of changes flush a 1 MiB memtable into a
+// table on disk, and not the default 16 MiB one. A bad value is refused
+// with one line naming it.
+func TestMemTableKnob(t *testing.T) {
+	t.Setenv("STATEFS_INDEX_MEMTABLE_MIB", "lots")
+	if _, err := index.Open(t.TempDir()); err == nil || !strings.Contains(err.Error(), "STATEFS_INDEX_MEMTABLE_MIB") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Open with STATEFS_INDEX_MEMTABLE_MIB=lots: %v, want one line naming it", err)
+	}
+	for _, c := range []struct {
+		mib    string
+		tables bool
+	}{{"", false}, {"1", true}} {
+		t.Setenv("STATEFS_INDEX_MEMTABLE_MIB", c.mib)
+		dir := t.TempDir()
+		db, err := index.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		value := make([]byte, 60<<10)
+		for i := range 70 {
+			value[0] = byte(i)
+			if err := db.Update(func(tx *index.Tx) error { return tx.SetXattr(100, fmt.Sprint("user.a", i), value) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		tables := func() bool {
+			names, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+			return len(names) > 0
+		}
+		for c.tables && !tables() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if tables() != c.tables {
+			t.Errorf("STATEFS_INDEX_MEMTABLE_MIB=%q: 4 MiB of changes left tables on disk: %v, want %v", c.mib, tables(), c.tables)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
