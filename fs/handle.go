@@ -217,9 +217,6 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if e := checkName(name); e != 0 {
 		return nil, nil, 0, e
 	}
-	if n.fs.store.Full() {
-		return nil, nil, 0, syscall.ENOSPC
-	}
 	rec, err := n.newInode(ctx, syscall.S_IFREG|mode&07777)
 	if err != nil {
 		return nil, nil, 0, errno(err)

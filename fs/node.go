@@ -134,8 +134,12 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 // newInode builds the record of an inode created now by the caller of ctx,
 // owned by the caller's user and group (create adjusts the group to the
 // directory's). The mode is used as given: the kernel already applied the
-// caller's umask (DESIGN invariant 6).
+// caller's umask (DESIGN invariant 6). On a full disk (store.Full) no inode
+// is made: ENOSPC.
 func (n *node) newInode(ctx context.Context, mode uint32) (*index.Inode, error) {
+	if n.fs.store.Full() {
+		return nil, syscall.ENOSPC
+	}
 	ino, err := n.fs.store.Index.NewIno()
 	if err != nil {
 		return nil, err
@@ -191,9 +195,6 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if e := checkName(name); e != 0 {
 		return nil, e
 	}
-	if n.fs.store.Full() {
-		return nil, syscall.ENOSPC
-	}
 	rec, err := n.newInode(ctx, syscall.S_IFDIR|mode&07777)
 	if err == nil {
 		err = n.create(name, rec, nil)
@@ -207,9 +208,6 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if e := checkName(name); e != 0 {
 		return nil, e
-	}
-	if n.fs.store.Full() {
-		return nil, syscall.ENOSPC
 	}
 	if mode&syscall.S_IFMT == syscall.S_IFDIR || mode&syscall.S_IFMT == syscall.S_IFLNK {
 		return nil, syscall.EINVAL
@@ -228,9 +226,6 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if e := checkName(name); e != 0 {
 		return nil, e
-	}
-	if n.fs.store.Full() {
-		return nil, syscall.ENOSPC
 	}
 	rec, err := n.newInode(ctx, syscall.S_IFLNK|0o777)
 	if err == nil {
