@@ -31,7 +31,7 @@ type fakeFS struct {
 	block    chan struct{}
 }
 
-func (f *fakeFS) Remove(uint64, string) error { return nil }
+func (f *fakeFS) Remove(uint64, string) (bool, error) { return false, nil }
 
 func (f *fakeFS) Restore(hold, dest string) error {
 	f.inside.Add(1)

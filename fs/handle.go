@@ -389,7 +389,8 @@ func (f *FS) afterClose(ino uint64, wrote, last bool) {
 	switch {
 	case !last:
 	case rec.Nlink == 0:
-		f.reapIfUnused(rec)
+		// Without a name and a handle nothing reaches the file again.
+		f.reap(rec, false)
 	case rec.Staging != 0:
 		f.scheduleSeal(ino)
 	}
@@ -423,16 +424,21 @@ func (f *FS) noteDue(owner uint64, now int64) bool {
 // it up and be about to open it, as on a local filesystem); the last
 // Release or the kernel's FORGET reaps it then. After a crash, Open of the
 // store reaps what is left (index orphans).
-func (f *FS) reapIfUnused(rec *index.Inode) {
+func (f *FS) reapIfUnused(rec *index.Inode) { f.reap(rec, true) }
+
+// reap deletes inode rec, which has no name left, unless a handle has it
+// open or, with kernelKnows set, the kernel still holds it. It reports
+// whether the inode is gone.
+func (f *FS) reap(rec *index.Inode, kernelKnows bool) bool {
 	if rec == nil || rec.Nlink > 0 {
-		return
+		return false
 	}
 	st := f.acquire(rec.Ino)
 	defer f.release(st)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.opens > 0 || f.knownNode(rec.Ino) != nil {
-		return
+	if st.opens > 0 || kernelKnows && f.knownNode(rec.Ino) != nil {
+		return false
 	}
 	var staging uint64
 	err := f.store.Index.Update(func(tx *index.Tx) (err error) {
@@ -441,11 +447,12 @@ func (f *FS) reapIfUnused(rec *index.Inode) {
 	})
 	if err != nil {
 		errno(err)
-		return
+		return false
 	}
 	st.gen++
 	crashpoint.Hit(crashpoint.ReapCommitted)
 	f.store.RemoveStaging(staging)
+	return true
 }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }

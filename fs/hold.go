@@ -52,21 +52,20 @@ func holdLevel(l manifest.Level) bool {
 	return l == manifest.LevelAllocation || l == manifest.LevelJobInAllocation || l == manifest.LevelSubtask
 }
 
-// pends reports whether removing name from directory parent, as rmdir
-// (dir) or unlink, is held back: deletes are held, name is of the kind the
-// call removes, it is in a job's local state, and the job is not gone.
-func (f *FS) pends(tx *index.Tx, parent uint64, name string, dir bool) (bool, error) {
-	d, err := tx.Lookup(parent, name)
+// pends reports whether removing name from directory n, as rmdir (dir)
+// or unlink, is held back: deletes are held, name is of the kind the call
+// removes, it is in a job's local state, and the job is not gone. The
+// owner is the name's, from its path: a file with other names (an SST that
+// a checkpoint shares with its live database) belongs here to the tree
+// being removed, whoever else names it.
+func (f *FS) pends(tx *index.Tx, n *node, name string, dir bool) (bool, error) {
+	d, err := tx.Lookup(n.ino(), name)
 	if err != nil || (d.Mode&syscall.S_IFMT == syscall.S_IFDIR) != dir {
 		return false, err // the removal itself gives the error
 	}
-	rec, err := tx.Inode(d.Ino)
-	if err != nil {
-		return false, err
-	}
-	o, err := tx.Owner(rec.Owner)
-	if err != nil || o.Job == "" || o.Level < manifest.LevelAllocation {
-		return false, err
+	o := f.rules.Owner(n.childPath(name))
+	if o.Job == "" || o.Level < manifest.LevelAllocation {
+		return false, nil
 	}
 	j, err := tx.Job(o.Job)
 	if errors.Is(err, index.ErrNotFound) {
@@ -85,7 +84,7 @@ func (n *node) removeName(name string, dir bool) (*index.Inode, error) {
 		pended := false
 		err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
 			if hold {
-				if pended, err = n.fs.pends(tx, n.ino(), name, dir); err != nil || pended {
+				if pended, err = n.fs.pends(tx, n, name, dir); err != nil || pended {
 					if pended {
 						victim, err = tx.Pend(n.ino(), name, n.Path(nil))
 					}
@@ -446,7 +445,7 @@ func (f *FS) removeBelow(dir uint64) error {
 				return err
 			}
 		}
-		if err := f.Remove(dir, e.Name); err != nil && !errors.Is(err, index.ErrNotFound) {
+		if _, err := f.Remove(dir, e.Name); err != nil && !errors.Is(err, index.ErrNotFound) {
 			return err
 		}
 	}

@@ -7,26 +7,30 @@ import (
 )
 
 // Remove takes name, a file or an empty directory, out of directory dir
-// for the collector, while the filesystem is mounted: an inode that loses
-// its last name lives on while it is open or the kernel holds it (as for
-// unlink(2)), and the kernel forgets the name at once instead of serving it
-// from its cache.
-func (f *FS) Remove(dir uint64, name string) error {
+// for the collector and for dropped holds, while the filesystem is
+// mounted. A file that loses its last name goes at once, its content with
+// it, unless a handle has it open: then it is an orphan, reported so, and
+// goes at its last release. Unlike unlink(2), the kernel's knowing the
+// inode does not keep it: nobody races the collector to open state of a
+// job that is gone, and a collection is to free what it removed before it
+// returns. The kernel forgets the name at once instead of serving it from
+// its cache.
+func (f *FS) Remove(dir uint64, name string) (orphan bool, err error) {
 	var victim *index.Inode
-	err := f.store.Index.Update(func(tx *index.Tx) (err error) {
+	err = f.store.Index.Update(func(tx *index.Tx) (err error) {
 		victim, err = tx.Remove(dir, name)
 		return err
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
+	orphan = victim != nil && victim.Nlink == 0 && !f.reap(victim, false)
 	if parent := f.knownNode(dir); parent != nil {
 		parent.RmChild(name)
 		// ENOENT: the kernel holds no entry for name; nothing to drop.
 		if errno := parent.NotifyEntry(name); errno != 0 && errno != syscall.ENOENT {
-			return errno
+			return orphan, errno
 		}
 	}
-	f.reapIfUnused(victim)
-	return nil
+	return orphan, nil
 }

@@ -20,8 +20,15 @@ import (
 // has been Gone without a break for the grace period, and is Gone again
 // when asked right before the deletion; a Live answer from any oracle wins
 // over every Gone, and anything in doubt is Unknown, which keeps
-// everything. Only inodes last changed before the verdict began are
-// deleted, so a job id that is reused keeps its new state.
+// everything. Only names made, and content written, before the verdict
+// began are deleted, so a job id that is reused keeps its new state, links
+// to old content included.
+//
+// The collector judges names, not inodes: it walks each job's trees from
+// their roots and removes the names it finds there. A file linked from
+// another owner's tree keeps that name and its content; a file whose last
+// name goes is freed before the run returns unless a handle has it open
+// (an orphan, reported, freed at its last close).
 type Collector struct {
 	Store   *store.Store
 	Oracles []Oracle
@@ -35,9 +42,17 @@ type Collector struct {
 	// Removed, if set, is called after each inode removed (for a progress bar).
 	Removed func()
 
-	// names counts, in a dry run, the names of each file it would remove.
-	names map[uint64]int
+	// names counts, in a dry run, the names of each file it would remove;
+	// orphans what a real run removed that was still open.
+	names   map[uint64]int
+	orphans Orphans
 }
+
+// Candidate counts a file once however many names it has: Names are the
+// names removed, files and directories; Files and Bytes the files whose
+// last name went, whose content goes with them. A file with a name left
+// elsewhere counts in Names only, and in Files of the run that removes its
+// last name.
 
 // Candidate is one job, or one executor's tree, whose state a run removed
 // (or, dry, would remove).
@@ -45,15 +60,24 @@ type Candidate struct {
 	Job      index.Job  `json:"job"`
 	Executor string     `json:"executor,omitempty"` // set for an executor's tree
 	Verdict  JobVerdict `json:"verdict"`
-	Inodes   int        `json:"inodes"`
-	Bytes    int64      `json:"bytes"` // logical bytes of the files removed
-	Kept     int        `json:"kept"`  // inodes kept: written after the verdict
+	Names    int        `json:"names"`
+	Files    int        `json:"files"`
+	Bytes    int64      `json:"bytes"` // logical bytes of Files
+	Kept     int        `json:"kept"`  // names kept: made or written after the verdict
+}
+
+// Orphans are the files a run removed that were still open: their content
+// stays until their last close.
+type Orphans struct {
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"` // logical
 }
 
 // Report is what one run of the collector did.
 type Report struct {
 	Verdicts  []JobVerdict  `json:"verdicts"`
 	Collected []Candidate   `json:"collected"`
+	Orphans   Orphans       `json:"orphans"`
 	Swept     store.Swept   `json:"swept"`
 	Took      time.Duration `json:"took"`
 }
@@ -73,7 +97,7 @@ func (c *Collector) now() time.Time {
 func (c *Collector) Run(ctx context.Context, dryRun bool) (Report, error) {
 	start := c.now()
 	var r Report
-	c.names = map[uint64]int{}
+	c.names, c.orphans = map[uint64]int{}, Orphans{}
 	var jobs []*index.Job
 	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
 		jobs, err = tx.Jobs()
@@ -103,6 +127,7 @@ func (c *Collector) Run(ctx context.Context, dryRun bool) (Report, error) {
 		return r, err
 	}
 	r.Collected = append(r.Collected, executors...)
+	r.Orphans = c.orphans
 	if r.Swept, err = c.Store.Sweep(dryRun); err != nil {
 		return r, err
 	}
@@ -222,7 +247,8 @@ func (c *Collector) removeTree(ino uint64, since int64, dryRun bool, cand *Candi
 }
 
 // removeEntry removes name in dir (and, for a directory, its subtree) if
-// it was last changed before since, and reports whether it is gone.
+// the name was made and its content written before since, and reports
+// whether it is gone.
 func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun bool, cand *Candidate) (bool, error) {
 	var d index.Dirent
 	var n *index.Inode
@@ -254,20 +280,32 @@ func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun boo
 		empty = empty && gone
 	}
 	written, size := c.written(n)
-	if !empty || written >= since {
+	if !empty || max(written, d.Born) >= since {
 		cand.Kept++
 		return false, nil
 	}
-	cand.Inodes++
-	cand.Bytes += size
+	// The file's last name: in a dry run the names it would have removed
+	// stand in for the removals; in a real run they are made.
+	last := n.Nlink <= 1
+	if dryRun && !n.IsDir() {
+		c.names[n.Ino]++
+		last = uint32(c.names[n.Ino]) >= n.Nlink
+	}
+	cand.Names++
+	if last && !n.IsDir() {
+		cand.Files++
+		cand.Bytes += size
+	}
 	if dryRun {
-		if n.IsRegular() {
-			c.names[n.Ino]++
-		}
 		return true, nil
 	}
-	if err := c.remover().Remove(dir, name); err != nil && !errors.Is(err, index.ErrNotFound) {
+	orphan, err := c.remover().Remove(dir, name)
+	if err != nil && !errors.Is(err, index.ErrNotFound) {
 		return false, err
+	}
+	if orphan {
+		c.orphans.Files++
+		c.orphans.Bytes += size
 	}
 	crashpoint.Hit(crashpoint.GCInodeRemoved)
 	if c.Removed != nil {
@@ -323,10 +361,12 @@ func (c *Collector) wouldFree() (store.Swept, error) {
 }
 
 // Remover removes one name, a file or an empty directory, from directory
-// dir, each removal one transaction. The daemon's filesystem is one: it
-// also keeps the kernel's caches and open files right.
+// dir, each removal one transaction. A file whose last name it was goes
+// with it, content and all, unless a handle has it open: it then reports
+// an orphan. The daemon's filesystem is one: it also keeps the kernel's
+// caches and open files right.
 type Remover interface {
-	Remove(dir uint64, name string) error
+	Remove(dir uint64, name string) (orphan bool, err error)
 }
 
 func (c *Collector) remover() Remover {
@@ -340,7 +380,7 @@ func (c *Collector) remover() Remover {
 // no file is open, so an inode that loses its last name goes at once.
 type offline struct{ s *store.Store }
 
-func (o offline) Remove(dir uint64, name string) error {
+func (o offline) Remove(dir uint64, name string) (bool, error) {
 	var staging uint64
 	err := o.s.Index.Update(func(tx *index.Tx) error {
 		left, err := tx.Remove(dir, name)
@@ -353,14 +393,15 @@ func (o offline) Remove(dir uint64, name string) error {
 	if err == nil {
 		o.s.RemoveStaging(staging)
 	}
-	return err
+	return false, err
 }
 
 // written is when the executor last wrote an inode, and its logical size.
 // A directory counts from its creation and a file from its last content
 // change: ctime and a directory's mtime move when names come and go, which
 // the collector's own removals do too, so they would make a resumed run
-// keep what an interrupted one began to remove.
+// keep what an interrupted one began to remove. (When each name was made
+// is the dirent's Born, which only the executor moves.)
 func (c *Collector) written(n *index.Inode) (int64, int64) {
 	t, size := n.Btime, int64(n.Size)
 	if n.IsDir() {

@@ -136,7 +136,7 @@ func TestCollectOperatorGone(t *testing.T) {
 		t.Fatalf("Collected %s, want job A only", collected(r.Collected))
 	}
 	c := r.Collected[0]
-	if c.Job.ID != jobA || c.Verdict.Verdict != gc.Gone || c.Inodes != len(aPaths) || c.Kept != 0 || c.Bytes < aBytes {
+	if c.Job.ID != jobA || c.Verdict.Verdict != gc.Gone || c.Names != len(aPaths) || c.Kept != 0 || c.Bytes < aBytes {
 		t.Errorf("Collected %s (verdict %v), want job A, gone, %d inodes, at least %d bytes, none kept", collected(r.Collected), c.Verdict.Verdict, len(aPaths), aBytes)
 	}
 	for _, h := range aChunks {
@@ -345,7 +345,7 @@ func TestCollectKeepsStateWrittenAfterVerdict(t *testing.T) {
 	// and jid_A above it. Removed: two files of chk_3, vtx_1 with its
 	// checkpoint and file, 000009.sst and the WAL.
 	const wantKept, wantRemoved = 2 + 3 + 2 + 3 + 2, 2 + 3 + 2
-	if len(r.Collected) != 1 || r.Collected[0].Kept != wantKept || r.Collected[0].Inodes != wantRemoved {
+	if len(r.Collected) != 1 || r.Collected[0].Kept != wantKept || r.Collected[0].Names != wantRemoved {
 		t.Errorf("Collected %s, want job A, %d inodes removed, %d kept", collected(r.Collected), wantRemoved, wantKept)
 	}
 	for _, h := range kept {
@@ -360,7 +360,7 @@ func TestCollectKeepsStateWrittenAfterVerdict(t *testing.T) {
 
 	r = f.run(col, false)
 	f.checkPaths("after a second run", keep)
-	if len(r.Collected) != 1 || r.Collected[0].Inodes != 0 || r.Collected[0].Kept != wantKept || r.Swept.Chunks != 0 {
+	if len(r.Collected) != 1 || r.Collected[0].Names != 0 || r.Collected[0].Kept != wantKept || r.Swept.Chunks != 0 {
 		t.Errorf("second run: Collected %s, Swept %+v; want nothing more removed", collected(r.Collected), r.Swept)
 	}
 	f.check()
@@ -391,11 +391,11 @@ func TestCollectDryRun(t *testing.T) {
 		t.Fatalf("dry run collected %s, real run %s; want job A in both", collected(dry.Collected), collected(real.Collected))
 	}
 	d, c := dry.Collected[0], real.Collected[0]
-	if d.Inodes != c.Inodes || d.Bytes != c.Bytes || d.Kept != c.Kept || d.Job.ID != c.Job.ID {
+	if d.Names != c.Names || d.Bytes != c.Bytes || d.Kept != c.Kept || d.Job.ID != c.Job.ID {
 		t.Errorf("dry run would remove %d inodes, %d bytes, keep %d; the real run removed %d, %d bytes, kept %d",
-			d.Inodes, d.Bytes, d.Kept, c.Inodes, c.Bytes, c.Kept)
+			d.Names, d.Bytes, d.Kept, c.Names, c.Bytes, c.Kept)
 	}
-	if c.Inodes == 0 || c.Bytes == 0 {
+	if c.Names == 0 || c.Bytes == 0 {
 		t.Errorf("the real run removed %s, want something", collected(real.Collected))
 	}
 	// buildReused shares chunks between the jobs: only the ones job A alone
@@ -586,7 +586,7 @@ func TestCollectCountsStagingBytes(t *testing.T) {
 	r := f.run(f.collector(), false)
 	want := int64(len(content(flinkIDs.Replace(rocksA + "/000010.log"))))
 	// The executor tm_x held only job A, so its tree goes too, after A's.
-	if len(r.Collected) != 2 || r.Collected[0].Inodes != 2 || r.Collected[0].Bytes != want || r.Collected[1].Executor != "x" {
+	if len(r.Collected) != 2 || r.Collected[0].Names != 2 || r.Collected[0].Bytes != want || r.Collected[1].Executor != "x" {
 		t.Errorf("Collected %s, want 2 inodes, %d bytes", collected(r.Collected), want)
 	}
 	if n := f.stagingFiles(); n != 0 {

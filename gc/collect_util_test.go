@@ -333,7 +333,7 @@ func (o *scriptOracle) Judge(ctx context.Context, job string) gc.JobVerdict {
 func collected(cs []gc.Candidate) string {
 	var out []string
 	for _, c := range cs {
-		out = append(out, fmt.Sprintf("{job %s: %d inodes, %d bytes, %d kept}", shortIDs.Replace(c.Job.ID), c.Inodes, c.Bytes, c.Kept))
+		out = append(out, fmt.Sprintf("{job %s: %d names, %d files, %d bytes, %d kept}", shortIDs.Replace(c.Job.ID), c.Names, c.Files, c.Bytes, c.Kept))
 	}
 	return "[" + strings.Join(out, " ") + "]"
 }

@@ -72,7 +72,7 @@ func (tx *Tx) AtticInos() ([]uint64, error) {
 // Pend takes name out of directory parent, whose path from the root is
 // dir, and puts it at the same path under the pending directory, making the
 // directories on the way there as copies of the tree's (mode, owners,
-// times, owner). It answers as Unlink or Rmdir would: a directory must be
+// times, owner, when their names were made). It answers as Unlink or Rmdir would: a directory must be
 // empty, and the inode that lost a link, if any, is returned for the caller
 // to reap. A directory the pending directory already holds (its children
 // went first) stays, and the tree's empty one is removed; a pending file of
@@ -108,7 +108,7 @@ func (tx *Tx) Pend(parent uint64, name, dir string) (*Inode, error) {
 	case isDir:
 		return tx.Remove(parent, name)
 	}
-	return tx.Rename(parent, name, mirror.Ino, name, 0)
+	return tx.move(parent, name, mirror.Ino, name, 0)
 }
 
 // mirror returns the directory at path dir under the pending directory,
@@ -154,7 +154,7 @@ func (tx *Tx) mirror(dir string) (*Inode, error) {
 		}
 		c := *live
 		c.Ino = ino
-		if err := tx.Create(m.Ino, name, &c); err != nil {
+		if err := tx.create(m.Ino, name, &c, d.Born); err != nil {
 			return nil, err
 		}
 		m = &c
@@ -169,8 +169,8 @@ type Hold struct {
 	Path     string   `json:"path"` // where it was in the tree
 	Jobs     []string `json:"jobs,omitempty"`
 	Executor string   `json:"executor,omitempty"`
-	At       int64    `json:"at"` // when it was held, ns since the epoch
-	Files    int      `json:"files"`
+	At       int64    `json:"at"`    // when it was held, ns since the epoch
+	Files    int      `json:"files"` // each file once, however many names it has in the tree
 	Bytes    int64    `json:"bytes"` // logical bytes of its files
 	// Dropping is set once its removal began: what is left of it is no
 	// longer whole, so it is not restored, and the removal goes on.
@@ -191,7 +191,7 @@ func (tx *Tx) HoldPending(dir uint64, name string, h *Hold) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Rename(dir, name, held.Ino, h.ID, RenameNoReplace); err != nil {
+	if _, err := tx.move(dir, name, held.Ino, h.ID, RenameNoReplace); err != nil {
 		return fmt.Errorf("holding %s as %s: %w", h.Path, h.ID, err)
 	}
 	n, err := tx.Inode(d.Ino)
@@ -211,10 +211,21 @@ func (tx *Tx) HoldPending(dir uint64, name string, h *Hold) error {
 }
 
 // summarize fills in the jobs, executor, files and bytes of the tree whose
-// top is n.
+// top is n. The jobs are those of its directories, whose owners are their
+// names' (a file's inode may carry the owner of another of its names). A
+// file counts once however many names it has in the tree.
 func (tx *Tx) summarize(h *Hold, n *Inode) error {
 	jobs := map[string]bool{}
+	files := map[uint64]bool{}
 	note := func(n *Inode) error {
+		if !n.IsDir() {
+			if !files[n.Ino] {
+				files[n.Ino] = true
+				h.Files++
+				h.Bytes += int64(n.Size)
+			}
+			return nil
+		}
 		o, err := tx.Owner(n.Owner)
 		if err != nil {
 			return err
@@ -225,10 +236,6 @@ func (tx *Tx) summarize(h *Hold, n *Inode) error {
 		}
 		if h.Executor == "" {
 			h.Executor = o.Executor
-		}
-		if !n.IsDir() {
-			h.Files++
-			h.Bytes += int64(n.Size)
 		}
 		return nil
 	}
@@ -289,7 +296,7 @@ func (tx *Tx) Restore(id string, parent uint64, name, dir string, rules *manifes
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Rename(held.Ino, id, parent, name, RenameNoReplace); err != nil {
+	if _, err := tx.move(held.Ino, id, parent, name, RenameNoReplace); err != nil {
 		return err
 	}
 	path := name

@@ -25,7 +25,15 @@ import (
 )
 
 // FormatVersion is the layout of keys and values this package writes.
-const FormatVersion = 1
+// Version 2 added when a name was made to directory entries; a version 1
+// index is upgraded on open by rewriting its version alone, since its
+// entries read as made before any verdict (Dirent.Born 0). An older
+// statefs refuses a version 2 index in one line, as this one refuses a
+// newer version.
+const FormatVersion = 2
+
+// formatV1 is the oldest index version this package upgrades.
+const formatV1 = 1
 
 // RootIno is the inode number of the root directory.
 const RootIno = 1
@@ -148,6 +156,8 @@ func (db *DB) init() error {
 				Atime: now, Mtime: now, Ctime: now, Parent: RootIno})
 		case err != nil:
 			return err
+		case len(v) == 1 && v[0] == formatV1:
+			return tx.set(versionKey(), []byte{FormatVersion})
 		case len(v) != 1 || v[0] != FormatVersion:
 			return fmt.Errorf("%w: index has version %v, this statefs reads %d", ErrFormat, v, FormatVersion)
 		}

@@ -46,28 +46,38 @@ func FuzzInodeRecord(f *testing.F) {
 }
 
 // FuzzDirentRecord: a dirent record that decodes is exactly what encodeDirent
-// writes for the result (a record with permission bits in its mode is
-// corrupt, not silently masked), and a dirent round-trips with its type bits.
+// writes for the result, or a format 1 record that reads as made at 0 (a
+// record with permission bits in its mode, or made before the epoch, is
+// corrupt, not silently masked), and a dirent round-trips with its type
+// bits.
 func FuzzDirentRecord(f *testing.F) {
-	f.Add("f", encodeDirent(Dirent{Ino: 7, Mode: modeReg}), uint64(7), uint32(modeReg|0o644))
-	f.Add("", encodeDirent(Dirent{Ino: RootIno, Mode: modeDir}), uint64(1), uint32(modeDir))
-	f.Add(strings.Repeat("n", 255), []byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0xa1, 0xff}, uint64(1<<63), uint32(modeLnk|0o777))
-	f.Fuzz(func(t *testing.T, name string, v []byte, ino uint64, mode uint32) {
+	f.Add("f", encodeDirent(Dirent{Ino: 7, Mode: modeReg, Born: 1}), uint64(7), uint32(modeReg|0o644), int64(1))
+	f.Add("", encodeDirent(Dirent{Ino: RootIno, Mode: modeDir}), uint64(1), uint32(modeDir), int64(0))
+	f.Add(strings.Repeat("n", 255), []byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0xa1, 0xff}, uint64(1<<63), uint32(modeLnk|0o777), int64(1<<62))
+	f.Fuzz(func(t *testing.T, name string, v []byte, ino uint64, mode uint32, born int64) {
 		d, err := decodeDirent(name, v)
 		if err == nil {
 			if d.Name != name {
 				t.Fatalf("decoded name %q, want %q", d.Name, name)
 			}
-			if again := encodeDirent(d); !bytes.Equal(again, v) {
+			again := encodeDirent(d)
+			if len(v) == direntV1Len {
+				again = again[:direntV1Len]
+				if d.Born != 0 {
+					t.Fatalf("format 1 record %x made at %d, want 0", v, d.Born)
+				}
+			}
+			if !bytes.Equal(again, v) {
 				t.Fatalf("decodeDirent(%x) = %+v, which encodes to %x", v, d, again)
 			}
 		}
-		in := Dirent{Name: name, Ino: ino, Mode: mode}
+		born = max(born, 0)
+		in := Dirent{Name: name, Ino: ino, Mode: mode, Born: born}
 		out, err := decodeDirent(name, encodeDirent(in))
 		if err != nil {
 			t.Fatalf("decodeDirent(encodeDirent(%+v)): %v", in, err)
 		}
-		if want := (Dirent{Name: name, Ino: ino, Mode: mode & modeType}); out != want {
+		if want := (Dirent{Name: name, Ino: ino, Mode: mode & modeType, Born: born}); out != want {
 			t.Fatalf("round trip of %+v gave %+v, want %+v", in, out, want)
 		}
 	})

@@ -10,6 +10,13 @@ type Dirent struct {
 	Name string
 	Ino  uint64
 	Mode uint32 // the child's file type bits
+	// Born is when the executor made this name (create, mkdir, link,
+	// symlink, mknod, or its own rename), in nanoseconds since the epoch;
+	// statefs's own moves (into and out of the attic) keep it. The collector
+	// removes a name only if it was made before the job's verdict (DESIGN
+	// invariant 4): a link made after it is new state. 0: made before the
+	// index recorded it (format 1), which predates any verdict.
+	Born int64
 }
 
 // Lookup finds name in directory parent.
@@ -21,19 +28,33 @@ func (tx *Tx) Lookup(parent uint64, name string) (Dirent, error) {
 	return decodeDirent(name, v)
 }
 
-// A dirent record is the child's inode number and its file type bits.
+// A dirent record is the child's inode number, its file type bits and
+// when the name was made. Format 1 wrote the first two only (direntV1Len);
+// such records stand as they are, with Born 0.
+const (
+	direntV1Len = 12
+	direntLen   = 20
+)
+
 func encodeDirent(d Dirent) []byte {
-	v := make([]byte, 12)
+	v := make([]byte, direntLen)
 	binary.BigEndian.PutUint64(v, d.Ino)
 	binary.BigEndian.PutUint32(v[8:], d.Mode&modeType)
+	binary.BigEndian.PutUint64(v[12:], uint64(d.Born))
 	return v
 }
 
 func decodeDirent(name string, v []byte) (Dirent, error) {
-	if len(v) != 12 {
+	if len(v) != direntLen && len(v) != direntV1Len {
 		return Dirent{}, fmt.Errorf("dirent %q: corrupt record", name)
 	}
 	d := Dirent{Name: name, Ino: binary.BigEndian.Uint64(v), Mode: binary.BigEndian.Uint32(v[8:])}
+	if len(v) == direntLen {
+		d.Born = int64(binary.BigEndian.Uint64(v[12:]))
+		if d.Born < 0 {
+			return Dirent{}, fmt.Errorf("dirent %q: corrupt record: made at %d", name, d.Born)
+		}
+	}
 	if d.Mode&^modeType != 0 {
 		return Dirent{}, fmt.Errorf("dirent %q: corrupt record: mode %#o has more than type bits", name, d.Mode)
 	}
@@ -73,9 +94,14 @@ func (tx *Tx) touchDir(dir *Inode, now int64) {
 }
 
 // Create adds a new inode n (its Ino already allocated, its Owner
-// interned) under name in parent. For a directory, n.Nlink and n.Parent are
-// set here.
+// interned) under name in parent; the name is born at n's ctime. For a
+// directory, n.Nlink and n.Parent are set here.
 func (tx *Tx) Create(parent uint64, name string, n *Inode) error {
+	return tx.create(parent, name, n, n.Ctime)
+}
+
+// create is Create of a name born at born.
+func (tx *Tx) create(parent uint64, name string, n *Inode, born int64) error {
 	p, err := tx.dir(parent)
 	if err != nil {
 		return err
@@ -95,7 +121,7 @@ func (tx *Tx) Create(parent uint64, name string, n *Inode) error {
 	if err := tx.PutInode(n); err != nil {
 		return err
 	}
-	if err := tx.putDirent(parent, Dirent{Name: name, Ino: n.Ino, Mode: n.Mode}); err != nil {
+	if err := tx.putDirent(parent, Dirent{Name: name, Ino: n.Ino, Mode: n.Mode, Born: born}); err != nil {
 		return err
 	}
 	if err := tx.indexRoot(n, p.Owner, 0); err != nil {
@@ -142,7 +168,7 @@ func (tx *Tx) Link(parent uint64, name string, ino uint64) (*Inode, error) {
 	n.Nlink++
 	n.Ctime = now
 	tx.touchDir(p, now)
-	if err := tx.putDirent(parent, Dirent{Name: name, Ino: ino, Mode: n.Mode}); err != nil {
+	if err := tx.putDirent(parent, Dirent{Name: name, Ino: ino, Mode: n.Mode, Born: now}); err != nil {
 		return nil, err
 	}
 	if err := tx.PutInode(p); err != nil {
@@ -244,8 +270,19 @@ const (
 // of rename(2): an existing target is replaced atomically (a directory only
 // by a directory, and only an empty one), RenameNoReplace refuses an
 // existing target, RenameExchange swaps the two. A directory cannot move
-// into itself. It returns the replaced inode, if one lost a link.
+// into itself. It returns the replaced inode, if one lost a link. The
+// executor's rename makes new names: they are born now (Dirent.Born).
 func (tx *Tx) Rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) (*Inode, error) {
+	return tx.rename(oldParent, oldName, newParent, newName, flags, false)
+}
+
+// move is Rename for statefs's own moves into and out of the attic: the
+// names keep when the executor made them.
+func (tx *Tx) move(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) (*Inode, error) {
+	return tx.rename(oldParent, oldName, newParent, newName, flags, true)
+}
+
+func (tx *Tx) rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, keepBorn bool) (*Inode, error) {
 	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
 		return nil, ErrInvalid
 	}
@@ -284,6 +321,9 @@ func (tx *Tx) Rename(oldParent uint64, oldName string, newParent uint64, newName
 		return nil, nil // two names of one inode: rename(2) does nothing
 	}
 	now := Now()
+	if !keepBorn {
+		src.Born, dst.Born = now, now
+	}
 	if flags&RenameExchange != 0 {
 		return nil, tx.exchange(op, oldName, src, np, newName, dst, now)
 	}

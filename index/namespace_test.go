@@ -40,8 +40,13 @@ func TestCreateLookupReadDir(t *testing.T) {
 	}{{"a", a, syscall.S_IFLNK}, {"b", b, syscall.S_IFREG}, {"c", c, syscall.S_IFREG}, {"d", d, syscall.S_IFDIR}} {
 		var got index.Dirent
 		err := db.View(func(tx *index.Tx) (err error) { got, err = tx.Lookup(index.RootIno, tc.name); return err })
+		born := got.Born
+		got.Born = 0
 		if err != nil || got != (index.Dirent{Name: tc.name, Ino: tc.ino, Mode: tc.typ}) {
 			t.Errorf("Lookup(%q) = %+v, %v; want ino %d, type %o", tc.name, got, err, tc.ino, tc.typ)
+		}
+		if ctime := inode(t, db, tc.ino).Ctime; born != ctime {
+			t.Errorf("Lookup(%q) made at %d, want the new inode's ctime %d", tc.name, born, ctime)
 		}
 	}
 	if n := inode(t, db, b); n.Nlink != 1 || !n.IsRegular() {

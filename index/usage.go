@@ -2,12 +2,17 @@ package index
 
 // Usage counts what the index holds.
 type Usage struct {
-	Files        int   `json:"files"`
-	Directories  int   `json:"directories"`
-	SealedBytes  int64 `json:"sealed_bytes"` // logical bytes of sealed files
-	Unsealed     int   `json:"unsealed"`     // files whose content waits in staging
-	Chunks       int   `json:"chunks"`       // distinct chunks manifests refer to
-	ChunkRefs    int64 `json:"chunk_refs"`   // manifest extents, over all files
+	Files       int   `json:"files"`
+	Directories int   `json:"directories"`
+	SealedBytes int64 `json:"sealed_bytes"` // logical bytes of sealed files
+	Unsealed    int   `json:"unsealed"`     // files whose content waits in staging
+	Chunks      int   `json:"chunks"`       // distinct chunks manifests refer to
+	ChunkRefs   int64 `json:"chunk_refs"`   // manifest extents, over all files
+	// Orphans are files with no name left whose content is not freed yet:
+	// a handle still has them open, or the kernel has not forgotten them.
+	// OrphanBytes are their logical bytes as of their last seal.
+	Orphans      int   `json:"orphans"`
+	OrphanBytes  int64 `json:"orphan_bytes"`
 	Jobs         int   `json:"jobs"`
 	GarbageMarks int   `json:"garbage_marks"` // chunks whose last reference went since the last sweep
 }
@@ -25,6 +30,10 @@ func (tx *Tx) Usage() (Usage, error) {
 			u.Directories++
 		case n.IsRegular():
 			u.Files++
+			if n.Nlink == 0 {
+				u.Orphans++
+				u.OrphanBytes += int64(n.Size)
+			}
 			if n.Staging != 0 {
 				u.Unsealed++
 			} else {

@@ -52,6 +52,10 @@ var (
 		"The seal backlog: files whose content waits in staging, those still open for writing included.", nil, nil)
 	descFiles = prometheus.NewDesc("statefs_files",
 		"Regular files in the store.", nil, nil)
+	descOrphans = prometheus.NewDesc("statefs_orphans",
+		"Files with no name left whose content is not freed yet: still open (removed by the collector or unlinked while open), or not yet forgotten by the kernel.", nil, nil)
+	descOrphanBytes = prometheus.NewDesc("statefs_orphan_bytes",
+		"Logical bytes of the orphans, as of their last seal: freed when they close.", nil, nil)
 	descLogical = prometheus.NewDesc("statefs_logical_bytes",
 		"Bytes the files hold as their readers see them (sealed and staging).", nil, nil)
 	descPhysical = prometheus.NewDesc("statefs_physical_bytes",
@@ -78,7 +82,7 @@ var _ prometheus.Collector = (*storeCollector)(nil)
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStagingBytes, descStagingFiles, descUnsealed, descFiles,
-		descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes, descJobs, descScanAge, descDiskFull} {
+		descOrphans, descOrphanBytes, descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes, descJobs, descScanAge, descDiskFull} {
 		ch <- d
 	}
 }
@@ -102,6 +106,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descStagingFiles, float64(st.StagingFiles))
 	gauge(descUnsealed, float64(st.Unsealed))
 	gauge(descFiles, float64(st.Files))
+	gauge(descOrphans, float64(st.Orphans))
+	gauge(descOrphanBytes, float64(st.OrphanBytes))
 	gauge(descLogical, float64(st.LogicalBytes))
 	gauge(descPhysical, float64(st.PhysicalBytes))
 	gauge(descSavedRatio, st.SavedRatio)

@@ -75,15 +75,19 @@ func runGC(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "job %s: %s (%s)\n", v.Job, v.Verdict, v.Evidence)
 	}
 	for _, cand := range report.Collected {
+		removed := fmt.Sprintf("%d names, %d files, %d bytes", cand.Names, cand.Files, cand.Bytes)
 		if cand.Executor != "" {
-			fmt.Fprintf(c.App.Writer, "%s executor %s: %d inodes, %d bytes (every job it held is gone and collected, nothing written within the grace period); kept %d\n",
-				verb, cand.Executor, cand.Inodes, cand.Bytes, cand.Kept)
+			fmt.Fprintf(c.App.Writer, "%s executor %s: %s (every job it held is gone and collected, nothing written within the grace period); kept %d\n",
+				verb, cand.Executor, removed, cand.Kept)
 			continue
 		}
-		fmt.Fprintf(c.App.Writer, "%s job %s: %d inodes, %d bytes (verdict %s since %s: %s); kept %d written after it\n",
-			verb, cand.Job.ID, cand.Inodes, cand.Bytes, cand.Verdict.Verdict, stamp(cand.Job.Since), cand.Verdict.Evidence, cand.Kept)
+		fmt.Fprintf(c.App.Writer, "%s job %s: %s (verdict %s since %s: %s); kept %d written after it\n",
+			verb, cand.Job.ID, removed, cand.Verdict.Verdict, stamp(cand.Job.Since), cand.Verdict.Evidence, cand.Kept)
 	}
 	fmt.Fprintf(c.App.Writer, "%s %d chunks, %d bytes, in %s\n", verb, report.Swept.Chunks, report.Swept.Bytes, report.Took.Round(time.Millisecond))
+	if o := report.Orphans; o.Files > 0 {
+		fmt.Fprintf(c.App.Writer, "%d removed files are still open: %d bytes are freed when they close\n", o.Files, o.Bytes)
+	}
 	return nil
 }
 
