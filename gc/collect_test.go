@@ -593,3 +593,86 @@ func TestCollectCountsStagingBytes(t *testing.T) {
 		t.Errorf("%d staging files left, want none", n)
 	}
 }
+
+// A restore from local state links the checkpoint's old SSTs into a new
+// instance directory. When the job's id came back after its verdict, that
+// link is new state: it stays, with its content, while the old names go
+// (DESIGN invariant 4 judges names, not only content).
+func TestCollectKeepsALinkMadeAfterTheVerdict(t *testing.T) {
+	const newInstance = "tm_x/tmp/job_{A}_op_StreamMap_1_uuid_00000000-9abc-def0-1234-56789abcdef0"
+	f := newFixture(t)
+	f.build(gcTree...)
+	old := chkA3 + "/db/000001.sst"
+	chunks := f.chunks(old)
+	time.Sleep(time.Millisecond)
+	f.sayGone(jobA, time.Now())
+	time.Sleep(time.Millisecond)
+	f.build(newInstance+"/", newInstance+"/db/", newInstance+"/db/000001.sst="+old)
+	want := append(without(f.paths(), jobATrees...),
+		flinkIDs.Replace(newInstance+"/"), flinkIDs.Replace(newInstance+"/db/"), flinkIDs.Replace(newInstance+"/db/000001.sst"))
+	slices.Sort(want)
+
+	r := f.run(f.collector(), false)
+	f.checkPaths("after collecting A", want)
+	if got := f.chunks(newInstance + "/db/000001.sst"); !slices.Equal(got, chunks) {
+		t.Errorf("the new link's chunks = %v, want the old file's %v", got, chunks)
+	}
+	for _, h := range chunks {
+		if !f.hasChunk(h) {
+			t.Errorf("chunk %s of the new link was swept", h)
+		}
+	}
+	// Kept: the link, db and the instance directory.
+	if len(r.Collected) != 1 || r.Collected[0].Kept != 3 {
+		t.Errorf("Collected %s, want job A with 3 names kept", collected(r.Collected))
+	}
+	f.check()
+}
+
+// A file counts once however many names it has: the names removed count
+// each, the files and bytes freed only the files whose last name went. A
+// dry run predicts exactly what the run removes and sweeps.
+func TestCollectCountsAFileOnce(t *testing.T) {
+	f := newFixture(t)
+	f.build(gcTree...)
+	f.build(
+		chkA3+"/db/000009.sst="+rocksA+"/db/000009.sst", // a checkpoint of the live instance
+		chkB7+"/db/000002.sst="+chkA3+"/db/000001.sst",  // B's restore linked A's SST
+	)
+	aPaths := only(f.paths(), jobATrees...)
+	freed := map[uint64]int64{} // inode -> size, of A's files with no name outside A
+	for _, p := range aPaths {
+		if p[len(p)-1] == '/' {
+			continue
+		}
+		ino := f.lookup(p)
+		if ino != f.lookup(chkB7+"/db/000002.sst") {
+			n := f.inode(ino)
+			freed[ino] = int64(n.Size)
+			if n.Staging != 0 {
+				freed[ino] = int64(len(content(p)))
+			}
+		}
+	}
+	var bytes int64
+	for _, b := range freed {
+		bytes += b
+	}
+	time.Sleep(time.Millisecond)
+	f.sayGone(jobA, time.Now())
+
+	dry := f.run(f.collector(), true)
+	real := f.run(f.collector(), false)
+	for _, r := range []gc.Report{dry, real} {
+		if len(r.Collected) != 1 {
+			t.Fatalf("Collected %s, want job A", collected(r.Collected))
+		}
+		if c := r.Collected[0]; c.Names != len(aPaths) || c.Files != len(freed) || c.Bytes != bytes {
+			t.Errorf("Collected %s, want %d names, %d files, %d bytes", collected(r.Collected), len(aPaths), len(freed), bytes)
+		}
+	}
+	if dry.Swept != real.Swept || real.Swept.Chunks == 0 {
+		t.Errorf("a dry run would sweep %+v; the real run swept %+v", dry.Swept, real.Swept)
+	}
+	f.check()
+}
