@@ -96,13 +96,21 @@ func (f *FS) knownNode(ino uint64) *gofs.Inode {
 	return nil
 }
 
-// forgotten records that the kernel dropped node n of rec's inode, and
-// reaps the inode if it has no name left.
-func (f *FS) forgotten(n *gofs.Inode, rec *index.Inode) {
+// forgotten records that the kernel dropped node n of inode ino, and
+// reaps the inode if it has no name left (the collector may have reaped it
+// already).
+func (f *FS) forgotten(n *gofs.Inode, ino uint64) {
 	f.mu.Lock()
-	if f.kernelKnows[rec.Ino] == n {
-		delete(f.kernelKnows, rec.Ino)
+	if f.kernelKnows[ino] == n {
+		delete(f.kernelKnows, ino)
 	}
 	f.mu.Unlock()
-	f.reapIfUnused(rec)
+	var rec *index.Inode
+	err := f.store.Index.View(func(tx *index.Tx) (err error) {
+		rec, err = tx.Inode(ino)
+		return err
+	})
+	if err == nil {
+		f.reapIfUnused(rec)
+	}
 }

@@ -85,9 +85,7 @@ func (n *node) newChild(ctx context.Context, rec *index.Inode, out *fuse.EntryOu
 // OnForget runs when the kernel has dropped the inode: one that lost its
 // last name can go now.
 func (n *node) OnForget() {
-	if rec, err := n.inode(); err == nil {
-		n.fs.forgotten(&n.Inode, rec)
-	}
+	n.fs.forgotten(&n.Inode, n.ino())
 }
 
 // newEntry fills out with a freshly made inode's attributes and returns

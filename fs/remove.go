@@ -24,11 +24,24 @@ func (f *FS) Remove(dir uint64, name string) (orphan bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	orphan = victim != nil && victim.Nlink == 0 && !f.reap(victim, false)
+	reaped := victim != nil && victim.Nlink == 0 && f.reap(victim, false)
+	orphan = victim != nil && victim.Nlink == 0 && !reaped
 	if parent := f.knownNode(dir); parent != nil {
 		parent.RmChild(name)
-		// ENOENT: the kernel holds no entry for name; nothing to drop.
-		if errno := parent.NotifyEntry(name); errno != 0 && errno != syscall.ENOENT {
+		// A reaped inode the kernel still holds is deleted there too, so
+		// that it evicts it (and go-fuse drops its node at the FORGET)
+		// rather than keep it until memory runs short; otherwise only the
+		// name goes. ENOENT: the kernel holds no entry for name.
+		errno := syscall.ENOENT
+		if reaped {
+			if child := f.knownNode(victim.Ino); child != nil {
+				errno = parent.NotifyDelete(name, child)
+			}
+		}
+		if errno == syscall.ENOENT {
+			errno = parent.NotifyEntry(name)
+		}
+		if errno != 0 && errno != syscall.ENOENT {
 			return orphan, errno
 		}
 	}
