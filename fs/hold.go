@@ -309,7 +309,10 @@ func (h *holder) newHoldID(tx *index.Tx, name string) (string, error) {
 }
 
 // removePended removes name from pending directory dir for good: a file
-// pended before cutoff (nanoseconds), a directory once empty.
+// pended before cutoff (nanoseconds), a directory once empty. A file is
+// judged by when its name was pended, not by its inode's ctime, which its
+// other names move (another pending name of it removed, a new checkpoint
+// linking it).
 func (f *FS) removePended(dir uint64, name string, cutoff int64) error {
 	var victim *index.Inode
 	err := f.store.Index.Update(func(tx *index.Tx) error {
@@ -317,17 +320,11 @@ func (f *FS) removePended(dir uint64, name string, cutoff int64) error {
 		if err != nil {
 			return err
 		}
-		n, err := tx.Inode(d.Ino)
-		if err != nil {
-			return err
-		}
-		// A directory's ctime moves as its pending children go; it goes
-		// once empty.
-		if n.IsDir() {
-			if empty, err := tx.IsEmpty(n.Ino); err != nil || !empty {
+		if d.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			if empty, err := tx.IsEmpty(d.Ino); err != nil || !empty {
 				return err
 			}
-		} else if n.Ctime >= cutoff {
+		} else if d.Born >= cutoff {
 			return nil
 		}
 		victim, err = tx.Remove(dir, name)

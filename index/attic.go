@@ -72,7 +72,9 @@ func (tx *Tx) AtticInos() ([]uint64, error) {
 // Pend takes name out of directory parent, whose path from the root is
 // dir, and puts it at the same path under the pending directory, making the
 // directories on the way there as copies of the tree's (mode, owners,
-// times, owner, when their names were made). It answers as Unlink or Rmdir would: a directory must be
+// times, owner). The names in the pending directory are born when they
+// were pended (Dirent.Born): the holder decides them by it, and holding
+// and restoring keep it. It answers as Unlink or Rmdir would: a directory must be
 // empty, and the inode that lost a link, if any, is returned for the caller
 // to reap. A directory the pending directory already holds (its children
 // went first) stays, and the tree's empty one is removed; a pending file of
@@ -108,7 +110,7 @@ func (tx *Tx) Pend(parent uint64, name, dir string) (*Inode, error) {
 	case isDir:
 		return tx.Remove(parent, name)
 	}
-	return tx.move(parent, name, mirror.Ino, name, 0)
+	return tx.Rename(parent, name, mirror.Ino, name, 0)
 }
 
 // mirror returns the directory at path dir under the pending directory,
@@ -154,7 +156,7 @@ func (tx *Tx) mirror(dir string) (*Inode, error) {
 		}
 		c := *live
 		c.Ino = ino
-		if err := tx.create(m.Ino, name, &c, d.Born); err != nil {
+		if err := tx.create(m.Ino, name, &c, Now()); err != nil {
 			return nil, err
 		}
 		m = &c

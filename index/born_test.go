@@ -68,19 +68,36 @@ func TestNamesAreBornWhenTheExecutorMakesThem(t *testing.T) {
 	}
 }
 
-// Held deletes move names into the attic and back: statefs's own moves,
-// which keep when the executor made each name, so a held or restored tree
-// is as old as the state it holds.
-func TestAtticMovesKeepWhenNamesWereMade(t *testing.T) {
+// A pended name is born when it was pended: the holder removes pending
+// files by it, and other names of the same file must not move it. Holding
+// the pending tree and restoring it keep it.
+func TestPendedNamesAreBornWhenPended(t *testing.T) {
 	const id = "h1"
 	db := openDB(t)
 	buildOwned(t, db, atticTree...)
 	paths := []string{atticJidA, atticChk, atticFile, atticChk + "/db/000001.sst"}
-	before := map[string]int64{}
+	made := map[string]int64{}
 	for _, p := range paths {
-		before[p] = born(t, db, p)
+		made[p] = born(t, db, p)
 	}
 	rmrf(t, db, atticAid)
+	pended := map[string]int64{}
+	for _, p := range paths {
+		pended[p] = atticBorn(t, db, index.AtticPending, p)
+		if pended[p] <= made[p] {
+			t.Errorf("%s made at %d, pended at %d: not after", p, made[p], pended[p])
+		}
+	}
+	// Another name of a pending file made and removed: the pending name
+	// keeps when it was pended, whatever the inode's ctime does.
+	update(t, db, func(tx *index.Tx) error {
+		_, err := tx.Link(index.RootIno, "other", mustAtticLookup(t, db, index.AtticPending, atticFile))
+		return err
+	})
+	update(t, db, func(tx *index.Tx) error { _, err := tx.Unlink(index.RootIno, "other"); return err })
+	if got := atticBorn(t, db, index.AtticPending, atticFile); got != pended[atticFile] {
+		t.Errorf("pending %s born at %d, at %d once another name came and went", atticFile, pended[atticFile], got)
+	}
 	if _, err := holdPending(db, atticAid, id); err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +106,24 @@ func TestAtticMovesKeepWhenNamesWereMade(t *testing.T) {
 		return err
 	})
 	for _, p := range paths {
-		if got := born(t, db, p); got != before[p] {
-			t.Errorf("%s made at %d before it was held, at %d once restored", p, before[p], got)
+		if got := born(t, db, p); got != pended[p] {
+			t.Errorf("%s pended at %d, born at %d once held and restored", p, pended[p], got)
 		}
 	}
+}
+
+// atticBorn is when the name p (with flinkIDs) below attic directory name
+// was born.
+func atticBorn(t *testing.T, db *index.DB, name, p string) int64 {
+	t.Helper()
+	dir := mustAtticLookup(t, db, name, path.Dir(fl(p)))
+	var d index.Dirent
+	err := db.View(func(tx *index.Tx) (err error) {
+		d, err = tx.Lookup(dir, path.Base(fl(p)))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%s/%s: %v", name, p, err)
+	}
+	return d.Born
 }

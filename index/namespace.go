@@ -10,12 +10,13 @@ type Dirent struct {
 	Name string
 	Ino  uint64
 	Mode uint32 // the child's file type bits
-	// Born is when the executor made this name (create, mkdir, link,
-	// symlink, mknod, or its own rename), in nanoseconds since the epoch;
-	// statefs's own moves (into and out of the attic) keep it. The collector
-	// removes a name only if it was made before the job's verdict (DESIGN
-	// invariant 4): a link made after it is new state. 0: made before the
-	// index recorded it (format 1), which predates any verdict.
+	// Born is when the name was put where it is, in nanoseconds since the
+	// epoch: made by the executor (create, mkdir, link, symlink, mknod,
+	// rename) or pended by held deletes (Pend); holding a pending tree and
+	// restoring a held one keep it. The collector removes a name only if it
+	// was born before the job's verdict (DESIGN invariant 4): a link made
+	// after it is new state. 0: made before the index recorded it (format
+	// 1), which predates any verdict.
 	Born int64
 }
 
@@ -276,8 +277,8 @@ func (tx *Tx) Rename(oldParent uint64, oldName string, newParent uint64, newName
 	return tx.rename(oldParent, oldName, newParent, newName, flags, false)
 }
 
-// move is Rename for statefs's own moves into and out of the attic: the
-// names keep when the executor made them.
+// move is Rename for holding a pending tree and restoring a held one: the
+// names keep when they were born.
 func (tx *Tx) move(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) (*Inode, error) {
 	return tx.rename(oldParent, oldName, newParent, newName, flags, true)
 }

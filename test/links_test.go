@@ -167,6 +167,30 @@ func TestHeldDeleteKeepsLinksFromTheLiveDB(t *testing.T) {
 	}
 }
 
+// Flink prunes checkpoints that share an SST with the live db: with
+// deletes held, each pruned name waits in the pending area for the window
+// and then goes, whatever its other names do meanwhile. The live SST ends
+// with one link, its one name.
+func TestPrunedCheckpointsSharingAnSSTGo(t *testing.T) {
+	m := mountFS(t, holdArgs...)
+	sub := subtaskDir(holdAlloc, jobLive)
+	sst := liveDB(jobLive, liveUUID) + "/000001.sst"
+	require.NoError(t, os.MkdirAll(m.Path(filepath.Dir(sst)), 0o755))
+	putFile(t, m.Path(sst), pseudoRandom(64<<10, 1), 0o644)
+	for _, chk := range []string{"chk_1", "chk_2"} {
+		require.NoError(t, os.MkdirAll(m.Path(sub, chk), 0o755))
+		require.NoError(t, os.Link(m.Path(sst), m.Path(sub, chk, "000001.sst")))
+	}
+	require.NoError(t, os.RemoveAll(m.Path(sub, "chk_1")))
+	require.NoError(t, os.RemoveAll(m.Path(sub, "chk_2")))
+	require.Eventually(t, func() bool { return lstatOf(t, m.Path(sst)).Nlink == 1 }, 10*time.Second, 50*time.Millisecond,
+		"the live SST keeps %d links after both checkpoints naming it were pruned\n%s", lstatOf(t, m.Path(sst)).Nlink, m.Log())
+	require.Empty(t, holds(t, m), "a pruned checkpoint was held")
+	m.Restart()
+	require.Equal(t, uint64(1), lstatOf(t, m.Path(sst)).Nlink)
+	requireNlinkMatchesNames(t, m)
+}
+
 // A job's old checkpoint goes once the job is gone, but a name linked after
 // the verdict (a restore from local state linking an old SST into a new
 // instance) is state written after it: it survives, with its content. The
