@@ -20,12 +20,14 @@ import (
 
 // The crash campaign (DESIGN invariants 1-4, issue 5): writers that do
 // what Flink and RocksDB do — new files, in-place rewrites and appends
-// with fsync, atomic replace by rename, hard links, RocksDB checkpoints
-// (SST files hard-linked into <dir>.tmp, MANIFEST and CURRENT written,
-// the directory renamed into place and its parent fsync'd), unlinks,
-// directory fsyncs, files large enough to be sealed into chunks — work on
-// the mount while the collector removes jobs the operator marked gone, and
-// the daemon is SIGKILLed at a random moment: during writes, while files
+// with fsync, atomic replace by rename, hard links, unlinks, directory
+// fsyncs, files large enough to be sealed into chunks, and a RocksDB
+// instance in Flink's layout, whose SSTs have names under several owners:
+// the live database in the executor's tmp/, native checkpoints in local
+// state that hard-link its SSTs, and restores from local state that link a
+// checkpoint's SSTs back into a new instance — work on the mount while the
+// collector removes jobs the operator marked gone, and the daemon is
+// SIGKILLed at a random moment: during writes, while files
 // are being sealed, or while gc runs. The writers journal every change in
 // this process (outside the mount) once its fsync returned. After each
 // kill:
@@ -61,6 +63,7 @@ func TestCrashCampaign(t *testing.T) {
 		t.Logf("seed %d", seed)
 	}
 	c := &campaign{t: t, rng: rand.New(rand.NewPCG(seed, 7)), survivors: map[string]string{}}
+	c.job = fmt.Sprintf("%016x%016x", c.rng.Uint64(), c.rng.Uint64())
 	c.m = mountFS(t, sealDelayZero...)
 	start := time.Now()
 	lastReport := start
@@ -95,20 +98,24 @@ type campaignFigures struct {
 	ops          int   // journaled durable changes verified after a kill
 	bytes        int64 // bytes of journaled content verified
 	gcJobs       int   // gone jobs whose collection was verified complete
+	restores     int   // RocksDB restores from local state made durable and verified
 	failures     int
 }
 
 func (f campaignFigures) String() string {
-	return fmt.Sprintf("kills %d (%d while sealing, %d during gc), operations verified %d, bytes verified %d, gone jobs collected %d, failures %d",
-		f.kills, f.killsSealing, f.killsGC, f.ops, f.bytes, f.gcJobs, f.failures)
+	return fmt.Sprintf("kills %d (%d while sealing, %d during gc), operations verified %d, bytes verified %d, gone jobs collected %d, restores from local state verified %d, failures %d",
+		f.kills, f.killsSealing, f.killsGC, f.ops, f.bytes, f.gcJobs, f.restores, f.failures)
 }
 
 type campaign struct {
-	t         *testing.T
-	m         *Mount
+	t *testing.T
+	m *Mount
+	// job is the campaign's live job: every round's RocksDB instance and
+	// checkpoints are its state, and nobody marks it gone.
+	job       string
 	rng       *rand.Rand
 	survivors map[string]string // what earlier rounds left: path → SHA-256
-	kept      []string          // the round directories in survivors, oldest first
+	kept      [][]string        // each round's top directories in survivors, oldest round first
 	figures   campaignFigures
 }
 
@@ -117,14 +124,23 @@ type campaign struct {
 func (c *campaign) round(r int) {
 	t, m := c.t, c.m
 	dir := fmt.Sprintf("c%d", r)
+	// The round's TaskManager: the RocksDB instance of job c.job lives in
+	// its tmp/, its checkpoints in its local state.
+	executor := "tm_" + dir
+	subtask := fmt.Sprintf("localState/aid_%s/jid_%s/vtx_%s_sti_0", holdAlloc, c.job, holdVertex)
 	stop := guardStall(t, m, 90*time.Second, dir+": preparing and writing")
 	gone := c.goneJob(r)
 
-	for _, d := range []string{"w/w0", "w/w1", "w/w2", "ul", "ck"} {
+	for _, d := range []string{"w/w0", "w/w1", "w/w2", "ul"} {
 		mustDo(t, os.MkdirAll(m.Path(dir, d), 0o755))
 	}
-	for _, d := range []string{"", dir, dir + "/w", dir + "/w/w0", dir + "/w/w1", dir + "/w/w2", dir + "/ul", dir + "/ck"} {
+	mustDo(t, os.MkdirAll(m.Path(executor, "tmp"), 0o755))
+	mustDo(t, os.MkdirAll(m.Path(executor, subtask), 0o755))
+	for _, d := range []string{"", dir, dir + "/w", dir + "/w/w0", dir + "/w/w1", dir + "/w/w2", dir + "/ul", executor, executor + "/tmp"} {
 		syncDir(t, m.Path(d))
+	}
+	for d := subtask; d != "."; d = path.Dir(d) {
+		syncDir(t, m.Path(executor, d))
 	}
 	root, err := os.OpenRoot(m.Dir)
 	mustDo(t, err)
@@ -139,7 +155,8 @@ func (c *campaign) round(r int) {
 		wg.Go(w.run)
 	}
 	ul := &unlinker{actor: actor{root: root, dir: dir + "/ul", rng: rand.New(rand.NewPCG(c.rng.Uint64(), 10)), killed: &killed}}
-	ck := &checkpointer{actor: actor{root: root, dir: dir + "/ck", rng: rand.New(rand.NewPCG(c.rng.Uint64(), 11)), killed: &killed}}
+	ck := &checkpointer{actor: actor{root: root, dir: executor, rng: rand.New(rand.NewPCG(c.rng.Uint64(), 11)), killed: &killed},
+		job: c.job, operator: "KeyedProcessOperator_" + holdVertex + "__1_1_", subtask: subtask}
 	wg.Go(ul.run)
 	wg.Go(ck.run)
 	gcr := &gcRunner{store: m.Store, killed: &killed, rng: rand.New(rand.NewPCG(c.rng.Uint64(), 12))}
@@ -207,7 +224,7 @@ func (c *campaign) round(r int) {
 	}
 	verifyHistories(t, m, dir, dir+"/w", hs)
 	checkExpectations(t, m, dir+"/ul", ul.expectations())
-	checkExpectations(t, m, dir+"/ck", ck.expectations())
+	checkExpectations(t, m, executor, ck.expectations())
 	checkExpectations(t, m, gone.executor, gone.expectations())
 	requireSurvivors(t, m, dir, c.survivors)
 	requireNlinkMatchesNames(t, m)
@@ -221,17 +238,22 @@ func (c *campaign) round(r int) {
 
 	c.count(hs, ul, ck)
 	c.figures.gcJobs++
-	for p, sum := range digestTree(t, m.Path(dir)) {
-		c.survivors[path.Join(dir, p)] = sum
+	trees := []string{dir, executor}
+	for _, d := range trees {
+		for p, sum := range digestTree(t, m.Path(d)) {
+			c.survivors[path.Join(d, p)] = sum
+		}
 	}
-	c.kept = append(c.kept, dir)
+	c.kept = append(c.kept, trees)
 	if len(c.kept) > campaignRoundsKept {
 		old := c.kept[0]
 		c.kept = c.kept[1:]
-		mustDo(t, os.RemoveAll(m.Path(old)))
-		for p := range c.survivors {
-			if strings.HasPrefix(p, old+"/") {
-				delete(c.survivors, p)
+		for _, d := range old {
+			mustDo(t, os.RemoveAll(m.Path(d)))
+			for p := range c.survivors {
+				if strings.HasPrefix(p, d+"/") {
+					delete(c.survivors, p)
+				}
 			}
 		}
 	}
@@ -258,15 +280,16 @@ func (c *campaign) count(hs []*history, ul *unlinker, ck *checkpointer) {
 			f.ops++
 		}
 	}
-	for _, s := range ck.ssts {
-		if s.durable {
+	for _, d := range ck.files {
+		if d.durable {
 			f.ops++
-			f.bytes += int64(len(s.data))
+			f.bytes += int64(len(d.data))
 		}
-		if s.removeDurable {
+		if d.removeDurable {
 			f.ops++
 		}
 	}
+	f.restores += ck.restores
 	for _, cp := range ck.checkpoints {
 		if cp.durable {
 			f.ops++
@@ -296,7 +319,9 @@ func (g goneJobTree) expectations() map[string]expect {
 }
 
 // goneJob writes, fsyncs and marks gone the local state of a new job under
-// an executor of its own, for this round's gc.
+// an executor of its own, for this round's gc: a live RocksDB and its
+// checkpoint, which share an SST by a hard link, as after a native
+// checkpoint.
 func (c *campaign) goneJob(r int) goneJobTree {
 	job := fmt.Sprintf("%016x%016x", c.rng.Uint64(), c.rng.Uint64())
 	g := goneJobTree{executor: fmt.Sprintf("tm_camp%d", r), files: map[string][]byte{}}
@@ -311,6 +336,10 @@ func (c *campaign) goneJob(r int) goneJobTree {
 	for p, b := range g.files {
 		putSynced(c.t, c.m.Path(p), b)
 	}
+	shared := db + "/000012.sst"
+	mustDo(c.t, os.Link(c.m.Path(chk, "db/000012.sst"), c.m.Path(shared)))
+	syncDir(c.t, c.m.Path(db))
+	g.files[shared] = g.files[chk+"/db/000012.sst"]
 	mustCLI(c.t, "job", "--store", c.m.Store, "gone", job)
 	return g
 }
@@ -555,21 +584,38 @@ func (u *unlinker) expectations() map[string]expect {
 	return e
 }
 
-// checkpointer does what RocksDB does under Flink: SST files written once
-// and fsync'd, deleted after compactions, and native checkpoints: the live
-// SSTs hard-linked into chk_<n>.tmp, MANIFEST and CURRENT written there and
-// fsync'd, the directory fsync'd, renamed to chk_<n>, and its parent
-// fsync'd; checkpoints older than the last two are removed.
+// checkpointer does what Flink's RocksDB backend does in a TaskManager's
+// working directory (its dir, tm_<resource id>): the live database is an
+// instance directory tmp/job_<job>_op_<operator>_uuid_<uuid>/db/, whose
+// SST files are written once and fsync'd and deleted after compactions.
+// A native checkpoint hard-links the live SSTs into chk_<n>.tmp in the
+// subtask's local state, writes MANIFEST and CURRENT there and fsyncs
+// them, fsyncs the directory, renames it to chk_<n> and fsyncs its parent;
+// checkpoints older than the last two are removed. Now and then the task
+// is restored from local state: a new instance directory (a new uuid) gets
+// the newest checkpoint's SSTs hard-linked back and its other files
+// copied, and the old instance directory is removed, before or after. So
+// an SST has names under the job's tmp/ tree and under its allocation's.
 type checkpointer struct {
 	actor
-	ssts        []*sstFile
+	job      string
+	operator string // as Flink puts it in the instance directory's name
+	subtask  string // localState/aid_<a>/jid_<job>/vtx_<v>_sti_<n>, relative to dir
+
+	instance    string    // the live instance directory, relative to dir
+	files       []*dbFile // every name made in an instance's db/
 	checkpoints []*checkpointDir
+	restores    int // restores whose new instance was made durable
 }
 
-type sstFile struct {
-	name          string // db/<n>.sst
+// dbFile is one name in an instance's db/: an SST the database wrote, or
+// a checkpoint's file that a restore linked (an SST) or copied (MANIFEST,
+// CURRENT) there.
+type dbFile struct {
+	name          string // tmp/job_..._uuid_<uuid>/db/<file>, relative to the executor's dir
 	data          []byte
-	durable       bool
+	linked        bool // made by link(2): whole or absent until durable
+	durable       bool // written, fsync'd, the directory fsync'd
 	removeIssued  bool
 	removeDurable bool
 }
@@ -587,24 +633,21 @@ type checkpointDir struct {
 }
 
 func (k *checkpointer) run() {
-	db := path.Join(k.dir, "db")
-	if err := k.root.Mkdir(db, 0o755); err != nil {
-		k.failed(err)
-		return
-	}
-	if err := k.syncDir(k.dir); err != nil {
+	if err := k.newInstance(); err != nil {
 		k.failed(err)
 		return
 	}
 	for {
 		var err error
-		switch op := k.rng.IntN(10); {
-		case op < 5:
+		switch op := k.rng.IntN(40); {
+		case op < 20:
 			err = k.writeSST()
-		case op < 7:
+		case op < 28:
 			err = k.compact()
-		default:
+		case op < 37:
 			err = k.checkpoint()
+		default:
+			err = k.restore()
 		}
 		if err != nil {
 			k.failed(err)
@@ -613,24 +656,51 @@ func (k *checkpointer) run() {
 	}
 }
 
-func (k *checkpointer) writeSST() error {
-	k.seq++
-	s := &sstFile{name: fmt.Sprintf("db/%06d.sst", k.seq), data: k.content()}
-	if err := k.create(path.Join(k.dir, s.name), s.data, func() { k.ssts = append(k.ssts, s) }); err != nil {
-		return err
+// javaUUID is a random id as java.util.UUID prints it.
+func javaUUID(rng *rand.Rand) string {
+	a, b := rng.Uint64(), rng.Uint64()
+	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", a>>32, a>>16&0xffff, a&0xffff, b>>48, b&(1<<48-1))
+}
+
+// newInstance makes a new instance directory with its db/ and makes it
+// durable; it becomes the live one.
+func (k *checkpointer) newInstance() error {
+	inst := fmt.Sprintf("tmp/job_%s_op_%s_uuid_%s", k.job, k.operator, javaUUID(k.rng))
+	for _, d := range []string{inst, inst + "/db"} {
+		if err := k.root.Mkdir(path.Join(k.dir, d), 0o755); err != nil {
+			return err
+		}
 	}
-	if err := k.syncDir(path.Join(k.dir, "db")); err != nil {
-		return err
+	for _, d := range []string{inst + "/db", inst, "tmp"} {
+		if err := k.syncDir(path.Join(k.dir, d)); err != nil {
+			return err
+		}
 	}
-	s.durable = true
+	k.instance = inst
 	return nil
 }
 
-func (k *checkpointer) live() []*sstFile {
-	var live []*sstFile
-	for _, s := range k.ssts {
-		if s.durable && !s.removeIssued {
-			live = append(live, s)
+func (k *checkpointer) db() string { return k.instance + "/db" }
+
+func (k *checkpointer) writeSST() error {
+	k.seq++
+	f := &dbFile{name: fmt.Sprintf("%s/%06d.sst", k.db(), k.seq), data: k.content()}
+	if err := k.create(path.Join(k.dir, f.name), f.data, func() { k.files = append(k.files, f) }); err != nil {
+		return err
+	}
+	if err := k.syncDir(path.Join(k.dir, k.db())); err != nil {
+		return err
+	}
+	f.durable = true
+	return nil
+}
+
+// live is the live instance's SSTs.
+func (k *checkpointer) live() []*dbFile {
+	var live []*dbFile
+	for _, f := range k.files {
+		if f.durable && !f.removeIssued && path.Dir(f.name) == k.db() && strings.HasSuffix(f.name, ".sst") {
+			live = append(live, f)
 		}
 	}
 	return live
@@ -642,29 +712,35 @@ func (k *checkpointer) compact() error {
 	if len(live) < 3 {
 		return nil
 	}
-	s := live[k.rng.IntN(len(live))]
-	s.removeIssued = true
-	if err := k.root.Remove(path.Join(k.dir, s.name)); err != nil {
+	f := live[k.rng.IntN(len(live))]
+	f.removeIssued = true
+	if err := k.root.Remove(path.Join(k.dir, f.name)); err != nil {
 		return err
 	}
-	if err := k.syncDir(path.Join(k.dir, "db")); err != nil {
+	if err := k.syncDir(path.Join(k.dir, k.db())); err != nil {
 		return err
 	}
-	s.removeDurable = true
+	f.removeDurable = true
 	return nil
+}
+
+// checkpointPath is checkpoint n's directory (suffix ".tmp": while it is
+// made) as the actor opens it.
+func (k *checkpointer) checkpointPath(n int, suffix string) string {
+	return path.Join(k.dir, k.subtask, fmt.Sprintf("chk_%d%s", n, suffix))
 }
 
 func (k *checkpointer) checkpoint() error {
 	c := &checkpointDir{n: len(k.checkpoints) + 1, files: map[string][]byte{}, written: map[string]bool{}}
 	k.checkpoints = append(k.checkpoints, c)
-	tmp := path.Join(k.dir, fmt.Sprintf("chk_%d.tmp", c.n))
+	tmp := k.checkpointPath(c.n, ".tmp")
 	if err := k.root.Mkdir(tmp, 0o755); err != nil {
 		return err
 	}
-	for _, s := range k.live() {
-		base := path.Base(s.name)
-		c.files[base] = s.data
-		if err := k.root.Link(path.Join(k.dir, s.name), path.Join(tmp, base)); err != nil {
+	for _, f := range k.live() {
+		base := path.Base(f.name)
+		c.files[base] = f.data
+		if err := k.root.Link(path.Join(k.dir, f.name), path.Join(tmp, base)); err != nil {
 			return err
 		}
 		c.written[base] = true
@@ -680,10 +756,10 @@ func (k *checkpointer) checkpoint() error {
 		return err
 	}
 	c.renameIssued = true
-	if err := k.root.Rename(tmp, path.Join(k.dir, fmt.Sprintf("chk_%d", c.n))); err != nil {
+	if err := k.root.Rename(tmp, k.checkpointPath(c.n, "")); err != nil {
 		return err
 	}
-	if err := k.syncDir(k.dir); err != nil {
+	if err := k.syncDir(path.Join(k.dir, k.subtask)); err != nil {
 		return err
 	}
 	c.durable = true
@@ -692,10 +768,10 @@ func (k *checkpointer) checkpoint() error {
 			continue
 		}
 		old.removeIssued = true
-		if err := k.root.RemoveAll(path.Join(k.dir, fmt.Sprintf("chk_%d", old.n))); err != nil {
+		if err := k.root.RemoveAll(k.checkpointPath(old.n, "")); err != nil {
 			return err
 		}
-		if err := k.syncDir(k.dir); err != nil {
+		if err := k.syncDir(path.Join(k.dir, k.subtask)); err != nil {
 			return err
 		}
 		old.removeDurable = true
@@ -703,20 +779,103 @@ func (k *checkpointer) checkpoint() error {
 	return nil
 }
 
+// restore does what Flink does when the task restarts from local state:
+// the newest checkpoint's SSTs are hard-linked into a new instance's db/
+// and its other files copied there, and the old instance is removed
+// (before the new one is made, or after).
+func (k *checkpointer) restore() error {
+	var from *checkpointDir
+	for _, c := range k.checkpoints {
+		if c.durable && !c.removeIssued {
+			from = c
+		}
+	}
+	if from == nil {
+		return nil
+	}
+	old := k.instance
+	removeFirst := k.rng.IntN(2) == 0
+	if removeFirst {
+		if err := k.removeInstance(old); err != nil {
+			return err
+		}
+	}
+	if err := k.newInstance(); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(from.files))
+	for name := range from.files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var made []*dbFile
+	for _, name := range names {
+		f := &dbFile{name: path.Join(k.db(), name), data: from.files[name], linked: strings.HasSuffix(name, ".sst")}
+		k.files = append(k.files, f)
+		made = append(made, f)
+		var err error
+		if f.linked {
+			err = k.root.Link(path.Join(k.checkpointPath(from.n, ""), name), path.Join(k.dir, f.name))
+		} else {
+			err = k.create(path.Join(k.dir, f.name), f.data, func() {})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := k.syncDir(path.Join(k.dir, k.db())); err != nil {
+		return err
+	}
+	for _, f := range made {
+		f.durable = true
+	}
+	k.restores++
+	if !removeFirst {
+		return k.removeInstance(old)
+	}
+	return nil
+}
+
+// removeInstance removes an instance directory, as Flink disposes of a
+// backend, and makes the removal durable.
+func (k *checkpointer) removeInstance(inst string) error {
+	var gone []*dbFile
+	for _, f := range k.files {
+		if strings.HasPrefix(f.name, inst+"/") && !f.removeIssued {
+			f.removeIssued = true
+			gone = append(gone, f)
+		}
+	}
+	if err := k.root.RemoveAll(path.Join(k.dir, inst)); err != nil {
+		return err
+	}
+	if err := k.syncDir(path.Join(k.dir, "tmp")); err != nil {
+		return err
+	}
+	for _, f := range gone {
+		f.removeDurable = true
+	}
+	return nil
+}
+
+// expectations are relative to the executor's dir.
 func (k *checkpointer) expectations() map[string]expect {
 	e := map[string]expect{}
-	for _, s := range k.ssts {
+	for _, f := range k.files {
 		switch {
-		case s.removeDurable:
-			e[s.name] = expect{forbidden: true}
-		case s.durable:
-			e[s.name] = expect{required: !s.removeIssued, exact: [][]byte{s.data}}
+		case f.removeDurable:
+			e[f.name] = expect{forbidden: true}
+		case f.durable:
+			e[f.name] = expect{required: !f.removeIssued, exact: [][]byte{f.data}}
+		case f.linked:
+			e[f.name] = expect{exact: [][]byte{f.data}}
 		default:
-			e[s.name] = expect{prefixOf: s.data}
+			e[f.name] = expect{prefixOf: f.data}
 		}
 	}
 	for _, c := range k.checkpoints {
-		tmp, final := fmt.Sprintf("chk_%d.tmp", c.n), fmt.Sprintf("chk_%d", c.n)
+		tmp := path.Join(k.subtask, fmt.Sprintf("chk_%d.tmp", c.n))
+		final := path.Join(k.subtask, fmt.Sprintf("chk_%d", c.n))
 		names := make([]string, 0, len(c.files))
 		for name := range c.files {
 			names = append(names, name)
