@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -28,7 +30,11 @@ import (
 // checkpoint's SSTs back into a new instance — work on the mount while the
 // collector removes jobs the operator marked gone, and the daemon is
 // SIGKILLed at a random moment: during writes, while files
-// are being sealed, or while gc runs. The writers journal every change in
+// are being sealed, or while gc runs. The mount holds deletes (README "Held
+// deletes") with a short window and TTL, so kills also land while pruned
+// checkpoints wait in the pending area, while the allocation trees of
+// old rounds' executors, which each round's cleanup removes, are held, and
+// while held trees are dropped. The writers journal every change in
 // this process (outside the mount) once its fsync returned. After each
 // kill:
 //
@@ -39,8 +45,16 @@ import (
 //     confirmed shows the state before it or after it (crash_test.go states
 //     the rules per way of writing);
 //   - what earlier rounds left is unchanged, and every inode's link count is
-//     its number of names;
+//     its number of names, those in held trees included, once the holder has
+//     decided the removals pending at the kill;
+//   - each allocation tree the cleanup removed is held whole, every file as
+//     it was, until the hold TTL and no longer; now and then one is restored
+//     into the round's executor, every file its content, inode and link
+//     count back;
 //   - gc, run again, removes the gone jobs' state completely.
+//
+// At the end the campaign's job is marked gone and collected: its held
+// trees go with it, and fsck of the unmounted store finds nothing.
 //
 // `make test` runs a short campaign (-campaign.kills); `make soak` runs it
 // for -soak.duration and prints the figures.
@@ -55,6 +69,18 @@ var (
 // that a long campaign's store and checks stay the same size.
 const campaignRoundsKept = 3
 
+// The campaign's mount decides held deletes quickly, and drops held trees
+// after a few rounds (a round takes one to three seconds), so that they do
+// not pile up and kills land while trees are held and while they are dropped.
+const (
+	campaignHoldWindow = 250 * time.Millisecond
+	campaignHoldTTL    = 6 * time.Second
+	// campaignSettle bounds the wait for the removals pending at a kill to
+	// be decided after the restart: the window, the holder's passes, and
+	// the kernel's attribute timeout (a second).
+	campaignSettle = 10*campaignHoldWindow + 2*time.Second
+)
+
 func TestCrashCampaign(t *testing.T) {
 	seed := *soakSeed
 	if seed == 0 {
@@ -62,9 +88,12 @@ func TestCrashCampaign(t *testing.T) {
 	} else {
 		t.Logf("seed %d", seed)
 	}
-	c := &campaign{t: t, rng: rand.New(rand.NewPCG(seed, 7)), survivors: map[string]string{}}
+	c := &campaign{t: t, rng: rand.New(rand.NewPCG(seed, 7)), survivors: map[string]string{}, removed: map[string]*removedTree{}}
 	c.job = fmt.Sprintf("%016x%016x", c.rng.Uint64(), c.rng.Uint64())
-	c.m = mountFS(t, sealDelayZero...)
+	// No free-space floor: held trees last until the TTL whatever the
+	// test machine's disk.
+	c.m = mountFS(t, append([]string{"--hold-deletes", "--hold-window", campaignHoldWindow.String(),
+		"--hold-ttl", campaignHoldTTL.String(), "--hold-min-free", "0"}, sealDelayZero...)...)
 	start := time.Now()
 	lastReport := start
 	for round := 0; ; round++ {
@@ -86,6 +115,9 @@ func TestCrashCampaign(t *testing.T) {
 			t.Logf("after %v: %s", time.Since(start).Round(time.Second), c.figures)
 		}
 	}
+	if !t.Failed() {
+		c.collectJob()
+	}
 	t.Logf("crash campaign, seed %d, %v: %s; index tables on disk at the end: %s",
 		seed, time.Since(start).Round(time.Second), c.figures, indexTables(t, c.m.Store))
 }
@@ -95,16 +127,20 @@ type campaignFigures struct {
 	kills        int   // SIGKILLs of the daemon
 	killsSealing int   // ... while status.json reported files waiting to be sealed
 	killsGC      int   // ... while a gc run was under way (it failed with the daemon)
+	killsPending int   // ... within a hold window of a removal that deletes held pended
+	killsHeld    int   // ... while a tree was held
 	ops          int   // journaled durable changes verified after a kill
 	bytes        int64 // bytes of journaled content verified
 	gcJobs       int   // gone jobs whose collection was verified complete
 	restores     int   // RocksDB restores from local state made durable and verified
+	held         int   // held trees verified whole
+	heldRestored int   // held trees restored and verified
 	failures     int
 }
 
 func (f campaignFigures) String() string {
-	return fmt.Sprintf("kills %d (%d while sealing, %d during gc), operations verified %d, bytes verified %d, gone jobs collected %d, restores from local state verified %d, failures %d",
-		f.kills, f.killsSealing, f.killsGC, f.ops, f.bytes, f.gcJobs, f.restores, f.failures)
+	return fmt.Sprintf("kills %d (%d while sealing, %d during gc, %d with removals pending, %d with trees held), operations verified %d, bytes verified %d, gone jobs collected %d, restores from local state verified %d, held trees verified %d, restored %d, failures %d",
+		f.kills, f.killsSealing, f.killsGC, f.killsPending, f.killsHeld, f.ops, f.bytes, f.gcJobs, f.restores, f.held, f.heldRestored, f.failures)
 }
 
 type campaign struct {
@@ -116,7 +152,22 @@ type campaign struct {
 	rng       *rand.Rand
 	survivors map[string]string // what earlier rounds left: path → SHA-256
 	kept      [][]string        // each round's top directories in survivors, oldest round first
-	figures   campaignFigures
+	leftover  []string          // executor trees whose local state the last cleanup removed
+	// removed are the allocation trees the cleanup removed, by the path
+	// they had, until their hold goes.
+	removed map[string]*removedTree
+	// cleaned is when the cleanup last removed an allocation tree.
+	cleaned time.Time
+	figures campaignFigures
+}
+
+// removedTree is an allocation tree (tm_c<r>/localState/aid_<a>) that the
+// round cleanup removed, which deletes held keep.
+type removedTree struct {
+	path    string
+	files   map[string]string // relative to path → SHA-256, as it was removed
+	removed time.Time
+	hold    campaignHold // once listed
 }
 
 // round runs one kill: actors on the mount, a gc of a job marked gone, the
@@ -183,9 +234,13 @@ func (c *campaign) round(r int) {
 	}
 	stop()
 	killed.Store(true)
+	killedAt := time.Now()
 	m.Kill()
 	c.figures.kills++
 	waitOrFail(t, &wg, dir+": writers")
+	if killedAt.Sub(c.cleaned) < campaignHoldWindow || killedAt.Sub(ck.pended) < campaignHoldWindow {
+		c.figures.killsPending++
+	}
 	<-gcDone
 	if gcr.interrupted {
 		c.figures.killsGC++
@@ -227,13 +282,17 @@ func (c *campaign) round(r int) {
 	checkExpectations(t, m, executor, ck.expectations())
 	checkExpectations(t, m, gone.executor, gone.expectations())
 	requireSurvivors(t, m, dir, c.survivors)
-	requireNlinkMatchesNames(t, m)
+	c.checkHolds(killedAt)
+	requireNlinkSettles(t, m, campaignSettle)
 
 	// gc run again completes: nothing of the gone job is left.
 	mustCLI(t, "gc", "--store", m.Store, "--grace", "0s")
 	checkExpectations(t, m, gone.executor, nil)
 	if t.Failed() {
 		return
+	}
+	if c.rng.IntN(3) == 0 {
+		c.restoreHeld(executor)
 	}
 
 	c.count(hs, ul, ck)
@@ -245,17 +304,311 @@ func (c *campaign) round(r int) {
 		}
 	}
 	c.kept = append(c.kept, trees)
-	if len(c.kept) > campaignRoundsKept {
-		old := c.kept[0]
-		c.kept = c.kept[1:]
-		for _, d := range old {
-			mustDo(t, os.RemoveAll(m.Path(d)))
-			for p := range c.survivors {
-				if strings.HasPrefix(p, d+"/") {
-					delete(c.survivors, p)
-				}
+	c.cleanup()
+}
+
+// cleanup removes what the oldest kept round left, so that a long
+// campaign's store and checks stay the same size (which exercises unlink,
+// rmdir, held deletes and the sweep too): its writers' directory, and its
+// executor's tree in two steps, as a TaskManager's slot is freed (its
+// local state goes, and is held) before its working directory goes (the
+// live databases, at the next round's cleanup). Until then the held SSTs
+// keep their names in the live database too.
+func (c *campaign) cleanup() {
+	for _, d := range c.leftover {
+		c.remove(d)
+	}
+	c.leftover = nil
+	if len(c.kept) <= campaignRoundsKept {
+		return
+	}
+	dir, executor := c.kept[0][0], c.kept[0][1]
+	c.kept = c.kept[1:]
+	c.remove(dir)
+	c.remove(path.Join(executor, "localState"))
+	c.leftover = append(c.leftover, executor)
+}
+
+// remove removes d and forgets its survivors; the allocation trees it
+// has (d/aid_*, d/localState/aid_*) are to be held.
+func (c *campaign) remove(d string) {
+	t, m := c.t, c.m
+	var allocs []*removedTree
+	for _, pattern := range []string{"aid_*", "localState/aid_*"} {
+		ms, err := filepath.Glob(m.Path(d, pattern))
+		mustDo(t, err)
+		for _, p := range ms {
+			rel, err := filepath.Rel(m.Dir, p)
+			mustDo(t, err)
+			allocs = append(allocs, c.allocationTree(filepath.ToSlash(rel)))
+		}
+	}
+	mustDo(t, os.RemoveAll(m.Path(d)))
+	for _, a := range allocs {
+		a.removed = time.Now()
+		c.removed[a.path] = a
+		c.cleaned = a.removed
+	}
+	for p := range c.survivors {
+		if strings.HasPrefix(p, d+"/") {
+			delete(c.survivors, p)
+		}
+	}
+}
+
+// allocationTree is allocation tree p with its files as the survivors
+// record them.
+func (c *campaign) allocationTree(p string) *removedTree {
+	a := &removedTree{path: p, files: map[string]string{}}
+	for q, sum := range c.survivors {
+		if rel, ok := strings.CutPrefix(q, p+"/"); ok {
+			a.files[rel] = sum
+		}
+	}
+	return a
+}
+
+// campaignHold is a held tree as `statefs held --json` lists it.
+type campaignHold struct {
+	heldTree
+	At       int64  `json:"at"`       // when it was held, ns since the epoch
+	Dropping string `json:"dropping"` // why, once its drop began
+}
+
+func (h campaignHold) age(now time.Time) time.Duration { return now.Sub(time.Unix(0, h.At)) }
+
+// checkHolds checks the held trees after a kill, waiting (at most
+// campaignSettle) for the removals pending at the kill to be decided:
+// .statefs/held shows what `statefs held` lists; every allocation tree the
+// cleanup removed is held, whole, with every file as it was, until the
+// TTL; nothing else is held; and no held tree outlives the TTL (beyond
+// the holder's passes and the daemon's downtime), so held trees do not
+// pile up.
+func (c *campaign) checkHolds(killedAt time.Time) {
+	t, m := c.t, c.m
+	t.Helper()
+	deadline := time.Now().Add(campaignSettle)
+	var hs []campaignHold
+	for {
+		var waiting []string
+		now := time.Now()
+		hs, waiting = c.listHolds()
+		for _, a := range c.removed {
+			listed := false
+			for _, h := range hs {
+				listed = listed || h.Path == a.path
+			}
+			// A tree the TTL has not yet dropped must be listed once the
+			// removal is decided (a tree of empty directories may not be).
+			if !listed && a.hold.ID == "" && len(a.files) > 0 && now.Sub(a.removed) < campaignHoldTTL-time.Second {
+				waiting = append(waiting, fmt.Sprintf("%s, removed %v ago, is not held", a.path, now.Sub(a.removed).Round(time.Millisecond)))
 			}
 		}
+		if len(waiting) == 0 {
+			break
+		}
+		if now.After(deadline) {
+			t.Errorf("held trees after waiting %v: %s\n%s", campaignSettle, strings.Join(waiting, "; "), mustCLI(t, "held", "--store", m.Store))
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	now := time.Now()
+	listed := map[string]bool{}
+	heldAtKill := false
+	for _, h := range hs {
+		listed[h.Path] = true
+		heldAtKill = heldAtKill || h.At < killedAt.UnixNano()
+		a := c.removed[h.Path]
+		switch {
+		case a == nil:
+			t.Errorf("held tree %s (%s) is nothing the campaign removed", h.ID, h.Path)
+			continue
+		case h.age(now) > campaignHoldTTL+campaignSettle:
+			t.Errorf("held tree %s (%s) is %v old: the hold TTL is %v", h.ID, h.Path, h.age(now).Round(time.Millisecond), campaignHoldTTL)
+		case a.hold.ID != "" && a.hold.ID != h.ID:
+			t.Errorf("%s was held as %s, now as %s", h.Path, a.hold.ID, h.ID)
+		}
+		// (One first seen about to be dropped, after a slow round, is not
+		// read: the drop would race the reading.)
+		if a.hold.ID == "" && h.Dropping == "" && h.age(now) < campaignHoldTTL-2*time.Second {
+			c.verifyHeld(h, a)
+		}
+		a.hold = h
+	}
+	if heldAtKill {
+		c.figures.killsHeld++
+	}
+	for p, a := range c.removed {
+		switch {
+		case listed[p]:
+		case a.hold.ID != "" && a.hold.age(now) < campaignHoldTTL:
+			t.Errorf("held tree %s (%s) went after %v, before the hold TTL %v", a.hold.ID, p, a.hold.age(now).Round(time.Millisecond), campaignHoldTTL)
+			delete(c.removed, p)
+		case a.hold.ID != "" || now.Sub(a.removed) >= campaignHoldTTL:
+			delete(c.removed, p) // dropped at the TTL
+		}
+	}
+}
+
+// listHolds lists the held trees, and what makes the listing not yet
+// settled: .statefs/held does not show what `statefs held` lists (a drop
+// may fall between the two).
+func (c *campaign) listHolds() ([]campaignHold, []string) {
+	t, m := c.t, c.m
+	var hs []campaignHold
+	mustDo(t, json.Unmarshal([]byte(mustCLI(t, "held", "--store", m.Store, "--json")), &hs))
+	es, err := os.ReadDir(m.Path(".statefs/held"))
+	if err != nil {
+		return hs, []string{fmt.Sprintf("listing .statefs/held: %v", err)}
+	}
+	var ids, shown []string
+	for _, h := range hs {
+		ids = append(ids, h.ID)
+	}
+	for _, e := range es {
+		shown = append(shown, e.Name())
+	}
+	sort.Strings(ids)
+	if a, b := strings.Join(ids, " "), strings.Join(shown, " "); a != b {
+		return hs, []string{fmt.Sprintf(".statefs/held shows [%s], statefs held lists [%s]", b, a)}
+	}
+	return hs, nil
+}
+
+// verifyHeld checks that held tree h of removed tree a shows every file
+// it had, byte for byte, and nothing else, and that `statefs held` counts
+// each of its files once.
+func (c *campaign) verifyHeld(h campaignHold, a *removedTree) {
+	t := c.t
+	t.Helper()
+	view := c.m.Path(".statefs/held", h.ID)
+	requireSameFiles(t, "held tree "+h.ID+" ("+a.path+")", a.files, digestTree(t, view))
+	files, bytes := distinctFiles(t, view)
+	if h.Files != files || h.Bytes != bytes {
+		t.Errorf("statefs held counts %d files, %d bytes in %s; its view has %d files, %d bytes", h.Files, h.Bytes, h.ID, files, bytes)
+	}
+	c.figures.held++
+}
+
+// restoreHeld restores one of the held trees (if one will not reach its
+// TTL meanwhile) into the round's executor, as a new allocation of the
+// campaign's job: every file comes back with its content, as the same
+// inode, with the link count it had while held (its names in the tree, and
+// the live database's names of its SSTs until that goes too), and every
+// link count is still the number of names.
+func (c *campaign) restoreHeld(executor string) {
+	t, m := c.t, c.m
+	t.Helper()
+	var young []*removedTree
+	for _, a := range c.removed {
+		if a.hold.ID != "" && a.hold.Dropping == "" && a.hold.age(time.Now()) < campaignHoldTTL/2 {
+			young = append(young, a)
+		}
+	}
+	if len(young) == 0 {
+		return
+	}
+	sort.Slice(young, func(i, j int) bool { return young[i].path < young[j].path })
+	a := young[c.rng.IntN(len(young))]
+	view := m.Path(".statefs/held", a.hold.ID)
+	before := statTree(t, view)
+	dest := path.Join(executor, "localState", fmt.Sprintf("aid_%016x%016x", c.rng.Uint64(), c.rng.Uint64()))
+	mustCLI(t, "restore", "--store", m.Store, a.hold.ID, m.Path(dest))
+	delete(c.removed, a.path)
+
+	what := "held tree " + a.hold.ID + " restored to " + dest
+	requireSameFiles(t, what, a.files, digestTree(t, m.Path(dest)))
+	for rel, st := range statTree(t, m.Path(dest)) {
+		b, ok := before[rel]
+		switch {
+		case !ok:
+		case st.Ino != b.Ino&^heldViewInoBits:
+			t.Errorf("%s: %s is inode %d, held it was %d", what, rel, st.Ino, b.Ino&^heldViewInoBits)
+		case st.Nlink != b.Nlink:
+			t.Errorf("%s: %s has %d links, %d while held", what, rel, st.Nlink, b.Nlink)
+		}
+	}
+	requireNlinkSettles(t, m, campaignSettle)
+	es, err := os.ReadDir(m.Path(".statefs/held"))
+	mustDo(t, err)
+	for _, e := range es {
+		if e.Name() == a.hold.ID {
+			t.Errorf("%s: .statefs/held still lists it", what)
+		}
+	}
+	c.figures.heldRestored++
+}
+
+// statTree lstats every file under dir, by relative path.
+func statTree(t *testing.T, dir string) map[string]syscall.Stat_t {
+	t.Helper()
+	sts := map[string]syscall.Stat_t{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		sts[filepath.ToSlash(rel)] = st
+		return nil
+	})
+	if err != nil {
+		t.Errorf("walking %s: %v", dir, err)
+	}
+	return sts
+}
+
+// distinctFiles counts the files under dir once each, however many names
+// they have there, and their bytes.
+func distinctFiles(t *testing.T, dir string) (files int, bytes int64) {
+	t.Helper()
+	seen := map[uint64]bool{}
+	for _, st := range statTree(t, dir) {
+		if !seen[st.Ino] {
+			seen[st.Ino] = true
+			files++
+			bytes += st.Size
+		}
+	}
+	return files, bytes
+}
+
+// collectJob ends the campaign: its job is marked gone and collected,
+// which removes its live databases and checkpoints and empties its held
+// trees, which the holder then drops; after a clean unmount fsck finds
+// nothing.
+func (c *campaign) collectJob() {
+	t, m := c.t, c.m
+	t.Helper()
+	mustCLI(t, "job", "--store", m.Store, "gone", c.job)
+	mustCLI(t, "gc", "--store", m.Store, "--grace", "0s")
+	for _, trees := range c.kept {
+		checkExpectations(t, m, trees[1], nil)
+	}
+	for _, d := range c.leftover {
+		checkExpectations(t, m, d, nil)
+	}
+	deadline := time.Now().Add(campaignSettle)
+	for {
+		hs, unsettled := c.listHolds()
+		if len(hs) == 0 && len(unsettled) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d trees still held %v after their job was collected: %+v %s", len(hs), campaignSettle, hs, unsettled)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mustCLI(t, "gc", "--store", m.Store, "--grace", "0s") // sweeps what the drops freed
+	m.Unmount()
+	if ps, res := fsck(t, m.Store, true); len(ps) > 0 || res.code != 0 {
+		t.Errorf("fsck after the campaign's job was collected: exit %d, problems %+v\n%s", res.code, ps, res.stderr)
 	}
 }
 
@@ -605,7 +958,8 @@ type checkpointer struct {
 	instance    string    // the live instance directory, relative to dir
 	files       []*dbFile // every name made in an instance's db/
 	checkpoints []*checkpointDir
-	restores    int // restores whose new instance was made durable
+	restores    int       // restores whose new instance was made durable
+	pended      time.Time // when it last removed a checkpoint (held deletes pend that)
 }
 
 // dbFile is one name in an instance's db/: an SST the database wrote, or
@@ -768,7 +1122,10 @@ func (k *checkpointer) checkpoint() error {
 			continue
 		}
 		old.removeIssued = true
-		if err := k.root.RemoveAll(k.checkpointPath(old.n, "")); err != nil {
+		k.pended = time.Now()
+		err := k.root.RemoveAll(k.checkpointPath(old.n, ""))
+		k.pended = time.Now()
+		if err != nil {
 			return err
 		}
 		if err := k.syncDir(path.Join(k.dir, k.subtask)); err != nil {
