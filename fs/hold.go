@@ -424,9 +424,24 @@ func (f *FS) DropHold(id, reason string) error {
 		return tx.DeleteHold(id)
 	})
 	if err == nil {
+		f.heldViewGone(id)
 		slog.Info("dropped held state", "hold", id, "path", hold.Path, "why", reason)
 	}
 	return err
+}
+
+// heldViewGone makes the kernel forget .statefs/held/<id>, a hold that was
+// restored or dropped, rather than serve it from its entry cache.
+func (f *FS) heldViewGone(id string) {
+	root := f.knownNode(index.RootIno)
+	if root == nil {
+		return
+	}
+	if status := root.GetChild(statusDirName); status != nil {
+		if held := status.GetChild(heldDirName); held != nil {
+			held.NotifyEntry(id)
+		}
+	}
 }
 
 // removeBelow removes everything in directory dir, bottom up, one name per
@@ -482,6 +497,7 @@ func (f *FS) Restore(id, dest string) error {
 	if p := f.knownNode(parent); p != nil {
 		p.NotifyEntry(name) // a cached "no such file" goes
 	}
+	f.heldViewGone(id)
 	slog.Info("restored held state", "hold", id, "to", dest)
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 // index hands out.
 const (
 	statusDirName = ".statefs"
+	heldDirName   = "held" // .statefs/held: the held trees, read-only
 	statusDirIno  = 1<<63 | 1
 )
 
@@ -68,7 +69,7 @@ func (f *FS) newStatusDir(ctx context.Context, parent *gofs.Inode) *gofs.Inode {
 	jobs := dir.NewPersistentInode(ctx, &jobsDir{fs: f}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: jobsDirIno})
 	dir.AddChild("jobs", jobs, true)
 	held := dir.NewPersistentInode(ctx, &heldDir{fs: f}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: heldDirIno})
-	dir.AddChild("held", held, true)
+	dir.AddChild(heldDirName, held, true)
 	return dir
 }
 

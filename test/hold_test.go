@@ -121,6 +121,8 @@ func TestHeldDeleteIsRestorable(t *testing.T) {
 	// Restored through the daemon, to where it was, by its path in the view.
 	out := mustCLI(t, "restore", "--store", m.Store, view, m.Path(alloc))
 	require.Contains(t, out, "restored "+hs[0].ID)
+	_, err = os.Stat(view)
+	require.True(t, os.IsNotExist(err), "the restored hold's view is still served from the kernel's cache: %v", err)
 	requireTree(t, m, kept, true)
 	require.Equal(t, inoBefore, inode(t, m.Path(sub, "chk_2/db/000012.sst")), "restore copied the file")
 	require.Empty(t, holds(t, m))
