@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -12,27 +13,49 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
+
+	"github.com/statefs/statefs/manifest"
 )
 
 // TestModel drives a real mount through random sequences of create, write
 // (at any offset: overlapping, past the end, leaving holes), truncate,
 // rename (over files and directories, across directories, with and without
-// RENAME_NOREPLACE), link, unlink, mkdir, rmdir, chmod and utimes,
+// RENAME_NOREPLACE), link, unlink, mkdir, rmdir, rm -rf, chmod and utimes,
 // interleaved with clean restarts and SIGKILLs of the daemon, and compares
 // every result with an in-memory model: each call's errno, and after every
 // step the whole tree (names, file types, permission bits, sizes, contents,
 // link counts, which names share an inode, and mtimes the model set).
 //
+// The paths go through Flink's trees (manifest.FlinkRules) as well as
+// through unowned ones: a live RocksDB instance of a job
+// (tm_m/tmp/job_<J>_op_o_uuid_<U>/db, job level) and checkpoint directories
+// of two allocations (tm_m/localState/aid_<A>/jid_<J>/vtx_<V>_sti_0/chk_<n>),
+// so that one inode has names under several owners, as a RocksDB checkpoint
+// and a restore from local state make.
+//
+// Deletes are held (mount --hold-deletes). A removal of a name in a job's
+// local state is answered as done, so the tree the model checks is as
+// without holding; the name moves to the attic (modelHarness.pend) and
+// still counts in the inode's link count, whether pending or held, on
+// every name the inode keeps in the tree. Which pending trees are held
+// depends on when the daemon decides, so the daemon runs with a hold
+// window of an hour, never deciding on its own, and now and then a restart
+// lets it decide once with a short window (modelHarness.settle); the model
+// decides the same way and then the held trees are checked: `statefs held
+// --json` (paths, files and bytes, each inode once) and .statefs/held
+// (names, contents, inodes, link counts).
+//
 // Durability: every operation that succeeds is followed by fsync of what it
 // changed (the file, or the directories whose entries changed), as an
 // application that wants it durable does; so after a SIGKILL the whole model
-// must still hold (DESIGN invariant 1), not only part of it. Files are
-// sealed as soon as they are closed (--seal-delay 0), so writes and
-// truncates also meet sealed and inline content, and kills land during
-// seals.
+// must still hold (DESIGN invariant 1), not only part of it, and so must
+// the attic. Files are sealed as soon as they are closed (--seal-delay 0),
+// so writes and truncates also meet sealed and inline content, and kills
+// land during seals.
 //
 // One store and mount serve each rapid check. By default it runs a few
 // checks of many steps (about 20 s here); run it longer with, for example,
@@ -46,9 +69,10 @@ func TestModel(t *testing.T) {
 	umask := uint32(unix.Umask(0o022)) // the kernel applies it to create and mkdir
 	unix.Umask(int(umask))
 	rapid.Check(t, func(rt *rapid.T) {
-		m := mountStore(t, filepath.Join(t.TempDir(), "store"), "--seal-delay", "0")
+		m := mountStore(t, filepath.Join(t.TempDir(), "store"), modelMountArgs...)
 		defer m.Unmount()
-		h := &modelHarness{m: m, root: newModelDir(), umask: umask}
+		h := &modelHarness{m: m, root: newModelDir(), pending: newModelDir(), umask: umask}
+		h.setUp(rt)
 		actions := map[string]func(*rapid.T){
 			"create":   h.create,
 			"write":    h.write,
@@ -58,25 +82,70 @@ func TestModel(t *testing.T) {
 			"link":     h.link,
 			"unlink":   h.unlink,
 			"mkdir":    h.mkdir,
+			"mkdirAll": h.mkdirAll,
 			"rmdir":    h.rmdir,
+			"rmTree":   h.rmTree,
 			"chmod":    h.chmod,
 			"utimes":   h.utimes,
 			"restart": func(rt *rapid.T) {
-				if rapid.Bool().Draw(rt, "kill") {
-					m.Kill()
-					h.kills++
-				} else {
-					m.Unmount()
-					h.restarts++
+				kill := rapid.Bool().Draw(rt, "kill")
+				if rapid.IntRange(0, 2).Draw(rt, "decide") == 0 {
+					h.settle(rt, kill)
+					return
 				}
+				h.stop(kill)
 				m.Start()
 			},
 			"": h.check,
 		}
 		rt.Repeat(actions)
-		t.Logf("check: %d calls succeeded, %d failed as the model said, %d restarts, %d kills", h.ok, h.failed, h.restarts, h.kills)
+		h.settle(rt, false)
+		h.check(rt)
+		t.Logf("check: %d calls succeeded, %d failed as the model said, %d restarts, %d kills, %d decisions, %d trees held",
+			h.ok, h.failed, h.restarts, h.kills, h.decisions, len(h.held))
 	})
 }
+
+// The Flink trees the model's paths go through.
+const (
+	modelJob    = "0123456789abcdef0123456789abcdef"
+	modelVertex = "fedcba9876543210fedcba9876543210"
+	modelDB     = "tm_m/tmp/job_" + modelJob + "_op_o_uuid_5b1c2f3e-0a1b-4c2d-8e9f-0123456789ab/db"
+)
+
+var modelAllocs = []string{"a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1", "a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2"}
+
+func modelCheckpoint(alloc string, chk int) string {
+	return fmt.Sprintf("tm_m/localState/aid_%s/jid_%s/vtx_%s_sti_0/chk_%d", alloc, modelJob, modelVertex, chk)
+}
+
+// modelPrefixes are the directories drawPath puts names in now and then,
+// and mkdirAll makes again after an rm -rf.
+var modelPrefixes = []string{
+	modelDB,
+	modelCheckpoint(modelAllocs[0], 1),
+	modelCheckpoint(modelAllocs[0], 2),
+	modelCheckpoint(modelAllocs[1], 1),
+}
+
+// The daemon never decides held deletes on its own (an hour's window);
+// settle restarts it with a short window to decide once. A full disk must
+// not drop held trees under the model (--hold-min-free 0).
+var (
+	modelMountArgs  = []string{"--seal-delay", "0", "--hold-deletes", "--hold-window", "1h", "--hold-min-free", "0"}
+	modelDecideArgs = []string{"--seal-delay", "0", "--hold-deletes", "--hold-window", "100ms", "--hold-min-free", "0"}
+)
+
+// The settle sentinel, outside the model's tree (its executor sorts after
+// tm_m): a file with a name in a checkpoint that stays, pended by an unlink
+// before each decision. Its pending name goes for good in the pass that
+// decides everything pended before it, which its link count shows.
+const (
+	settleRoot       = "tm_zz"
+	settleFile       = settleRoot + "/sentinel"
+	settleCheckpoint = settleRoot + "/localState/aid_ffffffffffffffffffffffffffffffff/jid_" + modelJob +
+		"/vtx_" + modelVertex + "_sti_0/chk_1"
+)
 
 // withRapidDefaults sets rapid's flags to defaults of this test's choosing,
 // unless the command line or rapid's environment variables set them, and
@@ -106,6 +175,7 @@ type modelNode struct {
 	data     []byte                // a file's content
 	children map[string]*modelNode // a directory's entries
 	mtime    int64                 // set by utimes; 0: unknown since (any change moves it)
+	ino      uint64                // the inode number the mount gave it, once seen (stable across restarts)
 }
 
 func newModelDir() *modelNode {
@@ -116,8 +186,21 @@ type modelHarness struct {
 	m     *Mount
 	root  *modelNode
 	umask uint32
+	// The attic: removed names waiting for a decision, at the paths they
+	// had (the pending directory), and the held trees, in the order held.
+	pending *modelNode
+	held    []*modelHold
 	// What the check did, for the log.
-	ok, failed, restarts, kills int
+	ok, failed, restarts, kills, decisions int
+}
+
+// modelHold is a held tree: what was at path, and its files and bytes
+// (each inode once) when it was held, as `statefs held` reports them.
+type modelHold struct {
+	path  string
+	top   *modelNode
+	files int
+	bytes int64
 }
 
 // The names paths are made of: few, so that operations collide.
@@ -152,11 +235,15 @@ func (h *modelHarness) drawPath(rt *rapid.T, label string) string {
 		}
 	}
 	list("", h.root)
-	switch kind := rapid.IntRange(0, 9).Draw(rt, label+"-kind"); {
+	switch kind := rapid.IntRange(0, 11).Draw(rt, label+"-kind"); {
 	case kind < 4 && len(paths) > 0:
 		return rapid.SampledFrom(paths).Draw(rt, label)
-	case kind < 8:
+	case kind < 7:
 		dir := rapid.SampledFrom(append([]string{""}, dirs...)).Draw(rt, label+"-dir")
+		return path.Join(dir, rapid.SampledFrom(modelNames).Draw(rt, label+"-name"))
+	case kind < 10:
+		// A name in a Flink directory, which may be gone (ENOENT).
+		dir := rapid.SampledFrom(modelPrefixes).Draw(rt, label+"-flink")
 		return path.Join(dir, rapid.SampledFrom(modelNames).Draw(rt, label+"-name"))
 	}
 	n := rapid.IntRange(1, 3).Draw(rt, label+"-depth")
@@ -260,6 +347,10 @@ func (h *modelHarness) create(rt *rapid.T) {
 func (h *modelHarness) mkdir(rt *rapid.T) {
 	p := h.drawPath(rt, "path")
 	perm := rapid.SampledFrom([]uint32{0o755, 0o700, 0o777}).Draw(rt, "perm")
+	h.doMkdir(rt, p, perm)
+}
+
+func (h *modelHarness) doMkdir(rt *rapid.T, p string, perm uint32) {
 	dir, name, want := h.parent(p)
 	if want == 0 && dir.children[name] != nil {
 		want = syscall.EEXIST
@@ -271,6 +362,28 @@ func (h *modelHarness) mkdir(rt *rapid.T) {
 		dir.children[name] = n
 		dir.mtime = 0
 		h.fsyncParent(rt, p)
+	}
+}
+
+// mkdirAll makes a Flink directory and what is missing on the way, as
+// mkdir -p does: it stops at a name that is a file (EEXIST).
+func (h *modelHarness) mkdirAll(rt *rapid.T) {
+	p := rapid.SampledFrom(modelPrefixes).Draw(rt, "path")
+	h.doMkdirAll(rt, p)
+}
+
+func (h *modelHarness) doMkdirAll(rt *rapid.T, p string) {
+	parts := strings.Split(p, "/")
+	for i := range parts {
+		q := strings.Join(parts[:i+1], "/")
+		n, errno := h.resolve(q)
+		if errno == 0 && n.dir {
+			continue
+		}
+		h.doMkdir(rt, q, 0o755)
+		if errno == 0 {
+			return
+		}
 	}
 }
 
@@ -333,8 +446,9 @@ func (h *modelHarness) truncate(rt *rapid.T) {
 	node.mtime = 0
 }
 
-func (h *modelHarness) unlink(rt *rapid.T) {
-	p := h.drawPath(rt, "path")
+func (h *modelHarness) unlink(rt *rapid.T) { h.doUnlink(rt, h.drawPath(rt, "path")) }
+
+func (h *modelHarness) doUnlink(rt *rapid.T, p string) {
 	dir, name, want := h.parent(p)
 	if want == 0 {
 		switch c := dir.children[name]; {
@@ -346,14 +460,16 @@ func (h *modelHarness) unlink(rt *rapid.T) {
 	}
 	h.expect(rt, "unlink "+p, unix.Unlink(h.real(p)), want)
 	if want == 0 {
+		h.pend(p, dir.children[name])
 		delete(dir.children, name)
 		dir.mtime = 0
 		h.fsyncParent(rt, p)
 	}
 }
 
-func (h *modelHarness) rmdir(rt *rapid.T) {
-	p := h.drawPath(rt, "path")
+func (h *modelHarness) rmdir(rt *rapid.T) { h.doRmdir(rt, h.drawPath(rt, "path")) }
+
+func (h *modelHarness) doRmdir(rt *rapid.T, p string) {
 	dir, name, want := h.parent(p)
 	if want == 0 {
 		switch c := dir.children[name]; {
@@ -367,10 +483,33 @@ func (h *modelHarness) rmdir(rt *rapid.T) {
 	}
 	h.expect(rt, "rmdir "+p, unix.Rmdir(h.real(p)), want)
 	if want == 0 {
+		h.pend(p, dir.children[name])
 		delete(dir.children, name)
 		dir.mtime = 0
 		h.fsyncParent(rt, p)
 	}
+}
+
+// rmTree removes a tree as rm -rf (and Flink freeing a slot) does: each
+// file, then each directory once empty, bottom up.
+func (h *modelHarness) rmTree(rt *rapid.T) {
+	p := h.drawPath(rt, "path")
+	n, errno := h.resolve(p)
+	if errno != 0 {
+		return
+	}
+	var remove func(p string, n *modelNode)
+	remove = func(p string, n *modelNode) {
+		if !n.dir {
+			h.doUnlink(rt, p)
+			return
+		}
+		for _, name := range slices.Sorted(maps.Keys(n.children)) {
+			remove(path.Join(p, name), n.children[name])
+		}
+		h.doRmdir(rt, p)
+	}
+	remove(p, n)
 }
 
 // link follows linkat(2)'s order of checks: the old name, the new name's
@@ -492,6 +631,12 @@ func (h *modelHarness) check(rt *rapid.T) {
 			h.fatalf(rt, "%q: inode %d, which another file has too", p, st.Ino)
 		}
 		inos[n], nodes[st.Ino] = st.Ino, n
+		if !n.dir {
+			if n.ino != 0 && n.ino != st.Ino {
+				h.fatalf(rt, "%q: inode %d, it had inode %d before", p, st.Ino, n.ino)
+			}
+			n.ino = st.Ino
+		}
 		if got := st.Mode & 0o7777; got != n.perm {
 			h.fatalf(rt, "%q: permissions %#o, model %#o", p, got, n.perm)
 		}
@@ -502,23 +647,7 @@ func (h *modelHarness) check(rt *rapid.T) {
 			if st.Mode&unix.S_IFMT != unix.S_IFREG {
 				h.fatalf(rt, "%q: mode %#o, model has a regular file", p, st.Mode)
 			}
-			if want := uint64(countNames(h.root, n)); st.Nlink != want {
-				h.fatalf(rt, "%q: %d links, model %d", p, st.Nlink, want)
-			}
-			if st.Size != int64(len(n.data)) {
-				h.fatalf(rt, "%q: size %d, model %d", p, st.Size, len(n.data))
-			}
-			got, err := os.ReadFile(h.real(p))
-			if err != nil {
-				h.fatalf(rt, "read %q: %v", p, err)
-			}
-			if !bytes.Equal(got, n.data) {
-				i := 0
-				for i < min(len(got), len(n.data)) && got[i] == n.data[i] {
-					i++
-				}
-				h.fatalf(rt, "%q: content differs from the model's at offset %d (%d bytes, model %d)", p, i, len(got), len(n.data))
-			}
+			h.checkFile(rt, p, n, &st)
 			return
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -536,13 +665,16 @@ func (h *modelHarness) check(rt *rapid.T) {
 		}
 		var got []string
 		for _, e := range entries {
-			if p == "" && e.Name() == ".statefs" {
-				continue // the read-only view, which the root's link count leaves out
+			if p == "" && (e.Name() == ".statefs" || e.Name() == settleRoot) {
+				continue // the read-only view, which the root's link count leaves out, and the settle sentinel's tree
 			}
 			got = append(got, e.Name())
 		}
 		if want := slices.Sorted(maps.Keys(n.children)); !slices.Equal(got, want) {
 			h.fatalf(rt, "directory %q lists %q, model %q", p, got, want)
+		}
+		if p == "" {
+			subdirs++ // the settle sentinel's tree
 		}
 		if st.Nlink != uint64(2+subdirs) {
 			h.fatalf(rt, "directory %q: %d links, model %d", p, st.Nlink, 2+subdirs)
@@ -554,7 +686,42 @@ func (h *modelHarness) check(rt *rapid.T) {
 	walk("", h.root)
 }
 
-// countNames is the number of names file n has in the tree.
+// checkFile compares file n, seen at p (in the tree or in .statefs/held)
+// with stat st, with the model: link count, size and content.
+func (h *modelHarness) checkFile(rt *rapid.T, p string, n *modelNode, st *unix.Stat_t) {
+	if want := uint64(h.links(n)); st.Nlink != want {
+		h.fatalf(rt, "%q: %d links, model %d (%d in the tree, %d pending, %d held)", p, st.Nlink, want,
+			countNames(h.root, n), countNames(h.pending, n), want-uint64(countNames(h.root, n)+countNames(h.pending, n)))
+	}
+	if st.Size != int64(len(n.data)) {
+		h.fatalf(rt, "%q: size %d, model %d", p, st.Size, len(n.data))
+	}
+	got, err := os.ReadFile(h.m.Path(p))
+	if err != nil {
+		h.fatalf(rt, "read %q: %v", p, err)
+	}
+	if !bytes.Equal(got, n.data) {
+		i := 0
+		for i < min(len(got), len(n.data)) && got[i] == n.data[i] {
+			i++
+		}
+		h.fatalf(rt, "%q: content differs from the model's at offset %d (%d bytes, model %d)", p, i, len(got), len(n.data))
+	}
+}
+
+// links is file n's link count: its names in the tree and in the attic.
+// A removed name that is pending or held still counts (so a checkpoint's
+// SST held after its allocation went keeps nlink 2 on its name in the live
+// RocksDB instance), until it goes for good or is restored.
+func (h *modelHarness) links(n *modelNode) int {
+	c := countNames(h.root, n) + countNames(h.pending, n)
+	for _, hd := range h.held {
+		c += countNames(hd.top, n)
+	}
+	return c
+}
+
+// countNames is the number of names file n has below directory dir.
 func countNames(dir, n *modelNode) int {
 	c := 0
 	for _, child := range dir.children {
@@ -566,4 +733,299 @@ func countNames(dir, n *modelNode) int {
 		}
 	}
 	return c
+}
+
+// setUp makes the Flink directories the paths go through, in the model,
+// and the settle sentinel's tree outside it.
+func (h *modelHarness) setUp(rt *rapid.T) {
+	for _, p := range modelPrefixes[:2] {
+		h.doMkdirAll(rt, p)
+	}
+	h.doMkdirAll(rt, modelPrefixes[3])
+	if err := os.MkdirAll(h.real(settleCheckpoint), 0o755); err != nil {
+		h.fatalf(rt, "making the settle sentinel's checkpoint: %v", err)
+	}
+}
+
+// stop ends the daemon, by SIGKILL or cleanly.
+func (h *modelHarness) stop(kill bool) {
+	if kill {
+		h.m.Kill()
+		h.kills++
+	} else {
+		h.m.Unmount()
+		h.restarts++
+	}
+}
+
+// pends reports whether removing the name at p pends it in the attic: a
+// name in a job's local state (allocation level or deeper, by the path's
+// owner, manifest.FlinkRules) whose job is not gone. The model's job is
+// never gone.
+func pends(p string) bool {
+	o := manifest.FlinkRules().Owner(p)
+	return o.Job != "" && o.Level >= manifest.LevelAllocation
+}
+
+// holdLevel reports whether a pending directory at p is one that is held
+// whole if the tree no longer has it: an allocation, a job in an
+// allocation, or a subtask (not a checkpoint: pruned, never held).
+func holdLevel(p string) bool {
+	switch manifest.FlinkRules().Owner(p).Level {
+	case manifest.LevelAllocation, manifest.LevelJobInAllocation, manifest.LevelSubtask:
+		return true
+	}
+	return false
+}
+
+// pend moves the removed name p, node n, to the same path under the
+// pending directory if its removal pends, as index.Tx.Pend does: the
+// directories on the way are made; a pending directory already there stays
+// and the removed name goes for good (an empty directory whose children
+// went first, or a name that changed kind); a pending file there is
+// replaced; a pending file where a directory must go makes the daemon
+// remove the name for good.
+func (h *modelHarness) pend(p string, n *modelNode) {
+	if !pends(p) {
+		return
+	}
+	dir, name := path.Split(p)
+	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+	d := h.pending
+	for _, c := range parts {
+		if next := d.children[c]; next != nil {
+			if !next.dir {
+				return
+			}
+			d = next
+			continue
+		}
+		next := newModelDir()
+		d.children[c] = next
+		d = next
+	}
+	if old := d.children[name]; old != nil && (old.dir || n.dir) {
+		return
+	}
+	d.children[name] = n
+}
+
+// decide is the daemon's decision over the pending directory (fs.holder):
+// a pending directory of a level that holds, not empty, whose path the
+// tree no longer has as a directory, is held whole; everything else goes.
+func (h *modelHarness) decide() {
+	var decideDir func(d *modelNode, p string)
+	decideDir = func(d *modelNode, p string) {
+		for _, name := range slices.Sorted(maps.Keys(d.children)) {
+			c, cp := d.children[name], path.Join(p, name)
+			if c.dir {
+				if live, errno := h.resolve(cp); holdLevel(cp) && len(c.children) > 0 && (errno != 0 || !live.dir) {
+					h.held = append(h.held, newModelHold(cp, c))
+					delete(d.children, name)
+					continue
+				}
+				decideDir(c, cp)
+			}
+			if !c.dir || len(c.children) == 0 {
+				delete(d.children, name)
+			}
+		}
+	}
+	decideDir(h.pending, "")
+	h.decisions++
+}
+
+func newModelHold(p string, top *modelNode) *modelHold {
+	hd := &modelHold{path: p, top: top}
+	seen := map[*modelNode]bool{}
+	var count func(n *modelNode)
+	count = func(n *modelNode) {
+		for _, c := range n.children {
+			switch {
+			case c.dir:
+				count(c)
+			case !seen[c]:
+				seen[c] = true
+				hd.files++
+				hd.bytes += int64(len(c.data))
+			}
+		}
+	}
+	count(top)
+	return hd
+}
+
+// settle lets the daemon decide what is pending, once: it stops (by kill
+// or cleanly), starts with a short hold window, and once the sentinel
+// pended last is decided (its name in a checkpoint that stays goes for
+// good, so its link count falls to 1), stops cleanly, which waits for the
+// decision pass under way, and starts again as before. Then the held trees
+// are compared with the model's.
+func (h *modelHarness) settle(rt *rapid.T, kill bool) {
+	if err := pendSentinel(h.m); err != nil {
+		h.fatalf(rt, "%v", err)
+	}
+	h.stop(kill)
+	h.m.Args = modelDecideArgs
+	h.m.Start()
+	if err := awaitSentinel(h.m); err != nil {
+		h.fatalf(rt, "%v", err)
+	}
+	h.m.Unmount()
+	h.m.Args = modelMountArgs
+	h.m.Start()
+	h.decide()
+	h.checkHeld(rt)
+}
+
+// pendSentinel makes a new settle sentinel and pends its name in the
+// sentinel's checkpoint (settleCheckpoint, made if missing), keeping one in
+// the executor's tree (settleFile): its link count is 2 until the daemon
+// decides the pending name, which goes for good (a pruned checkpoint's).
+// The file is made in the checkpoint and linked out: today's daemon owns an
+// inode by where it was made.
+func pendSentinel(m *Mount) error {
+	pended := m.Path(settleCheckpoint, "s")
+	if err := os.MkdirAll(filepath.Dir(pended), 0o755); err != nil {
+		return fmt.Errorf("making the settle sentinel's checkpoint: %w", err)
+	}
+	if err := os.WriteFile(pended, []byte("sentinel"), 0o644); err != nil {
+		return fmt.Errorf("making the settle sentinel: %w", err)
+	}
+	if err := os.Remove(m.Path(settleFile)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("removing the last settle sentinel: %w", err)
+	}
+	if err := os.Link(pended, m.Path(settleFile)); err != nil {
+		return fmt.Errorf("linking the settle sentinel: %w", err)
+	}
+	if err := os.Remove(pended); err != nil {
+		return fmt.Errorf("unlinking the settle sentinel: %w", err)
+	}
+	for _, dir := range []string{settleCheckpoint, settleRoot} {
+		if err := fsyncPath(m.Path(dir)); err != nil {
+			return err
+		}
+	}
+	if n, err := sentinelLinks(m); err != nil || n != 2 {
+		return fmt.Errorf("the settle sentinel has %d links (%v) after its name in a checkpoint was removed, want 2: the pending name counts", n, err)
+	}
+	return nil
+}
+
+// awaitSentinel waits until the daemon has decided the pending sentinel.
+// Its pending name is the newest, and its executor's tree (tm_zz) sorts
+// after every other, so the pass that decides it has decided all that was
+// pending before it.
+func awaitSentinel(m *Mount) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n, err := sentinelLinks(m)
+		if err != nil || n == 1 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the daemon did not decide the pending settle sentinel within 20s (%d links)", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sentinelLinks is the settle sentinel's link count, asked of the daemon.
+func sentinelLinks(m *Mount) (uint32, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, m.Path(settleFile), unix.AT_STATX_FORCE_SYNC, unix.STATX_NLINK, &st); err != nil {
+		return 0, fmt.Errorf("statx %s: %w", settleFile, err)
+	}
+	return st.Nlink, nil
+}
+
+// fsyncPath fsyncs the file or directory at path.
+func fsyncPath(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// heldViewBits are the bits .statefs/held sets on the inode numbers it
+// shows (fs.heldViewIno).
+const heldViewBits = 3 << 62
+
+// checkHeld compares `statefs held --json` and .statefs/held with the
+// model's held trees: the same trees at the same paths (a path held twice,
+// in the order held: ids sort by time), each inode once in files and
+// bytes, and in each the names, inodes, link counts and contents.
+func (h *modelHarness) checkHeld(rt *rapid.T) {
+	out, err := statefs("held", "--store", h.m.Store, "--json")
+	if err != nil {
+		h.fatalf(rt, "statefs held: %v\n%s", err, out)
+	}
+	var got []heldTree
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		h.fatalf(rt, "statefs held --json: %v\n%s", err, out)
+	}
+	slices.SortStableFunc(got, func(a, b heldTree) int { return strings.Compare(a.ID, b.ID) })
+	var want []string
+	for _, hd := range h.held {
+		want = append(want, hd.path)
+	}
+	var paths []string
+	for _, g := range got {
+		paths = append(paths, g.Path)
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(paths)), slices.Sorted(slices.Values(want))) {
+		h.fatalf(rt, "held trees at %q, model %q", paths, want)
+	}
+	used := make([]bool, len(got))
+	for _, hd := range h.held {
+		i := 0
+		for used[i] || got[i].Path != hd.path {
+			i++
+		}
+		used[i] = true
+		g := got[i]
+		if g.Files != hd.files || g.Bytes != hd.bytes {
+			h.fatalf(rt, "held tree %s (%s): %d files, %d bytes; model %d files, %d bytes (each inode once)", g.ID, g.Path, g.Files, g.Bytes, hd.files, hd.bytes)
+		}
+		h.checkHeldTree(rt, path.Join(".statefs/held", g.ID), hd.top)
+	}
+}
+
+// checkHeldTree compares the tree .statefs/held shows at p with the held
+// tree n of the model.
+func (h *modelHarness) checkHeldTree(rt *rapid.T, p string, n *modelNode) {
+	entries, err := os.ReadDir(h.real(p))
+	if err != nil {
+		h.fatalf(rt, "readdir %q: %v", p, err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if want := slices.Sorted(maps.Keys(n.children)); !slices.Equal(got, want) {
+		h.fatalf(rt, "held directory %q lists %q, model %q", p, got, want)
+	}
+	for _, name := range got {
+		c, cp := n.children[name], path.Join(p, name)
+		var st unix.Stat_t
+		if err := unix.Lstat(h.real(cp), &st); err != nil {
+			h.fatalf(rt, "lstat %q: %v", cp, err)
+		}
+		if c.dir {
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				h.fatalf(rt, "%q: mode %#o, model has a directory", cp, st.Mode)
+			}
+			h.checkHeldTree(rt, cp, c)
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			h.fatalf(rt, "%q: mode %#o, model has a regular file", cp, st.Mode)
+		}
+		if ino := st.Ino &^ heldViewBits; ino != c.ino {
+			h.fatalf(rt, "%q: inode %d, the file's is %d", cp, ino, c.ino)
+		}
+		h.checkFile(rt, cp, c, &st)
+	}
 }
