@@ -226,12 +226,16 @@ func (c *Collector) collect(ctx context.Context, job string, dryRun bool) (Candi
 func (c *Collector) removeTree(ino uint64, since int64, dryRun bool, cand *Candidate) error {
 	var root *index.Inode
 	var name string
+	var attic bool
 	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
 		if root, err = tx.Inode(ino); err != nil {
 			return err
 		}
 		if !root.IsDir() {
 			return errors.New("only directories are job roots the collector removes")
+		}
+		if attic, err = tx.InAttic(root.Parent); err != nil {
+			return err
 		}
 		name, err = tx.NameIn(root.Parent, ino)
 		return err
@@ -242,14 +246,18 @@ func (c *Collector) removeTree(ino uint64, since int64, dryRun bool, cand *Candi
 	if err != nil {
 		return err
 	}
-	_, err = c.removeEntry(root.Parent, name, since, dryRun, cand)
+	_, err = c.removeEntry(root.Parent, name, since, !attic, dryRun, cand)
 	return err
 }
 
 // removeEntry removes name in dir (and, for a directory, its subtree) if
-// the name was made and its content written before since, and reports
-// whether it is gone.
-func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun bool, cand *Candidate) (bool, error) {
+// its content was written and, with byName, the name made before since,
+// and reports whether it is gone. In the attic names are judged by their
+// content alone: the executor makes no names there, and a name's time
+// there says only when held deletes moved it aside, which may follow the
+// verdict (Flink clearing a gone job's slots before the verdict was
+// recorded) without making it new state.
+func (c *Collector) removeEntry(dir uint64, name string, since int64, byName, dryRun bool, cand *Candidate) (bool, error) {
 	var d index.Dirent
 	var n *index.Inode
 	var children []index.Dirent
@@ -273,14 +281,17 @@ func (c *Collector) removeEntry(dir uint64, name string, since int64, dryRun boo
 	}
 	empty := true
 	for _, ch := range children {
-		gone, err := c.removeEntry(d.Ino, ch.Name, since, dryRun, cand)
+		gone, err := c.removeEntry(d.Ino, ch.Name, since, byName, dryRun, cand)
 		if err != nil {
 			return false, err
 		}
 		empty = empty && gone
 	}
 	written, size := c.written(n)
-	if !empty || max(written, d.Born) >= since {
+	if byName {
+		written = max(written, d.Born)
+	}
+	if !empty || written >= since {
 		cand.Kept++
 		return false, nil
 	}

@@ -676,3 +676,90 @@ func TestCollectCountsAFileOnce(t *testing.T) {
 	}
 	f.check()
 }
+
+// Flink clearing a gone job's slot before the verdict was recorded (a
+// restarted TaskManager drops the allocations it did not recover): held
+// deletes hold the tree, its names moved aside after the operator's word.
+// In the attic names are judged by their content, so the collector takes
+// the held tree with the job, and the hold with it.
+func TestCollectHeldTreePendedAfterTheVerdict(t *testing.T) {
+	const id = "20261201T000000Z-vtx"
+	sub := "tm_x/localState/aid_{D}/jid_{A}/vtx_{V}_sti_0"
+	f := newFixture(t)
+	f.build(gcTree...)
+	before := f.paths()
+	time.Sleep(time.Millisecond)
+	f.sayGone(jobA, time.Now())
+	time.Sleep(time.Millisecond)
+	f.pendTree(sub)
+	err := f.S.Index.Update(func(tx *index.Tx) error {
+		pending, err := tx.Attic(index.AtticPending, false)
+		if err != nil {
+			return err
+		}
+		dir, err := tx.Lookup(pending.Ino, "tm_x")
+		for _, name := range []string{"localState", flinkIDs.Replace("aid_{D}"), flinkIDs.Replace("jid_{A}")} {
+			if err != nil {
+				return err
+			}
+			dir, err = tx.Lookup(dir.Ino, name)
+		}
+		if err != nil {
+			return err
+		}
+		return tx.HoldPending(dir.Ino, flinkIDs.Replace("vtx_{V}_sti_0"), &index.Hold{ID: id, Path: flinkIDs.Replace(sub), At: index.Now()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := f.run(f.collector(), false)
+	f.checkPaths("after collecting A", without(before, jobATrees...))
+	if len(r.Collected) != 1 || r.Collected[0].Kept != 0 {
+		t.Errorf("Collected %s, want job A with nothing kept", collected(r.Collected))
+	}
+	err = f.S.Index.View(func(tx *index.Tx) error {
+		if _, err := tx.Hold(id); !errors.Is(err, index.ErrNotFound) {
+			t.Errorf("hold %s after its tree was collected: %v, want ErrNotFound", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.job(jobA); !errors.Is(err, index.ErrNotFound) {
+		t.Errorf("job A's record after collection: err = %v, want ErrNotFound", err)
+	}
+	f.check()
+}
+
+// pendTree pends everything at and below p (with flinkIDs) as rm -rf with
+// deletes held does: a directory's entries first, then the directory.
+func (f *fixture) pendTree(p string) {
+	f.T.Helper()
+	p = flinkIDs.Replace(p)
+	ino := f.lookup(p)
+	if f.inode(ino).IsDir() {
+		var names []string
+		err := f.S.Index.View(func(tx *index.Tx) error {
+			return tx.ReadDir(ino, func(d index.Dirent) bool { names = append(names, d.Name); return true })
+		})
+		if err != nil {
+			f.T.Fatal(err)
+		}
+		for _, name := range names {
+			f.pendTree(p + "/" + name)
+		}
+	}
+	err := f.S.Index.Update(func(tx *index.Tx) error {
+		parent, err := tx.Resolve(path.Dir(p))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Pend(parent.Ino, path.Base(p), path.Dir(p))
+		return err
+	})
+	if err != nil {
+		f.T.Fatalf("pending %s: %v", p, err)
+	}
+}

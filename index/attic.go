@@ -57,6 +57,40 @@ func (tx *Tx) Attic(name string, create bool) (*Inode, error) {
 	return n, tx.set(atticKey(name), binary.BigEndian.AppendUint64(nil, ino))
 }
 
+// InAttic reports whether directory ino lies in the attic: no path from
+// the root reaches it.
+func (tx *Tx) InAttic(ino uint64) (bool, error) {
+	for ino != RootIno {
+		n, err := tx.Inode(ino)
+		if err != nil {
+			return false, err
+		}
+		if n.Parent == ino {
+			return true, nil
+		}
+		ino = n.Parent
+	}
+	return false, nil
+}
+
+// heldTreeGone forgets the hold whose tree, name in directory dir, was
+// just removed, if dir is the held directory: a hold record exists exactly
+// while its tree does, whoever removes the tree (the collector, or
+// DropHold).
+func (tx *Tx) heldTreeGone(dir *Inode, name string) error {
+	if dir.Parent != dir.Ino || dir.Ino == RootIno {
+		return nil // not an attic directory
+	}
+	held, err := tx.Attic(AtticHeld, false)
+	if errors.Is(err, ErrNotFound) || err == nil && held.Ino != dir.Ino {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return tx.DeleteHold(name)
+}
+
 // AtticInos lists the inode numbers of the attic directories that exist.
 func (tx *Tx) AtticInos() ([]uint64, error) {
 	var inos []uint64

@@ -257,8 +257,10 @@ func (tx *Tx) removeDir(p *Inode, name string, ino uint64, now int64) error {
 	}
 	p.Nlink--
 	tx.touchDir(p, now)
-	_, err = tx.Reap(ino)
-	return err
+	if _, err = tx.Reap(ino); err != nil {
+		return err
+	}
+	return tx.heldTreeGone(p, name)
 }
 
 // Rename flags, as renameat2(2) takes them.
