@@ -45,9 +45,9 @@ import (
 // names of one file one inode, and its link count its names in the tree
 // and in held trees (a held name counts, as the daemon counts it: an SST
 // held with its allocation keeps nlink 2 on its name in the live db, and a
-// restore gives back the names with the counts they had). After each hold, restore and gc the held trees must be
-// the model's too (statefs held --json, each inode counted once, and
-// .statefs/held). gc must remove exactly the files' names in a gone job's
+// restore gives back the names with the counts they had). After each
+// hold, restore and gc the held trees must be the model's too (statefs
+// held --json, each inode counted once, and .statefs/held). gc must remove exactly the files' names in a gone job's
 // trees (live or held) that were made, and whose content was written,
 // before the job was said gone; its report per job (files whose last name
 // went, their bytes) must be the model's, and the dry run must have
