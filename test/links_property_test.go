@@ -47,9 +47,11 @@ import (
 // held with its allocation keeps nlink 2 on its name in the live db, and a
 // restore gives back the names with the counts they had). After each
 // hold, restore and gc the held trees must be the model's too (statefs
-// held --json, each inode counted once, and .statefs/held). gc must remove exactly the files' names in a gone job's
-// trees (live or held) that were made, and whose content was written,
-// before the job was said gone; its report per job (files whose last name
+// held --json, each inode counted once, and .statefs/held). gc must remove
+// exactly the files' names in a gone job's trees whose content was written
+// before the job was said gone and, in the live tree, that were made
+// before it too (a held name was moved aside, not made, so only its
+// content counts); its report per job (files whose last name
 // went, their bytes) must be the model's, and the dry run must have
 // foretold the real run: the same report, and the same chunks and bytes
 // swept. Nothing is open meanwhile. At the end, with the daemon stopped,
@@ -652,17 +654,16 @@ func (l *linksModel) gc(rt *rapid.T) {
 }
 
 // collect removes from the model what gc removes of job, gone since since:
-// the names of files, in the tree and in held trees, made before since, of
-// files whose content was written before since. It returns the names
+// the names of files whose content was written before since, in held
+// trees, and in the tree if made before since too. It returns the names
 // removed, the files whose last name went and their bytes.
 func (l *linksModel) collect(rt *rapid.T, job string, since int64) (names, files int, bytes int64) {
 	lost := map[*linkedFile]bool{}
 	goes := func(p string, n *linkedName) bool {
-		return n.file != nil && jobOf(p) == job &&
-			n.born.before(rt, since, "making "+p) && n.file.written.before(rt, since, "writing "+p)
+		return n.file != nil && jobOf(p) == job && n.file.written.before(rt, since, "writing "+p)
 	}
 	for p, n := range l.tree {
-		if goes(p, n) {
+		if goes(p, n) && n.born.before(rt, since, "making "+p) {
 			delete(l.tree, p)
 			lost[n.file] = true
 			names++
