@@ -389,8 +389,7 @@ func (f *FS) afterClose(ino uint64, wrote, last bool) {
 	switch {
 	case !last:
 	case rec.Nlink == 0:
-		// Without a name and a handle nothing reaches the file again.
-		f.reap(rec, false)
+		f.reapIfUnused(rec)
 	case rec.Staging != 0:
 		f.scheduleSeal(ino)
 	}

@@ -10,11 +10,11 @@ import (
 // for the collector and for dropped holds, while the filesystem is
 // mounted. A file that loses its last name goes at once, its content with
 // it, unless a handle has it open: then it is an orphan, reported so, and
-// goes at its last release. Unlike unlink(2), the kernel's knowing the
-// inode does not keep it: nobody races the collector to open state of a
-// job that is gone, and a collection is to free what it removed before it
-// returns. The kernel forgets the name at once instead of serving it from
-// its cache.
+// goes once it is closed and the kernel has forgotten it. Unlike after
+// unlink(2), the kernel's knowing an inode that is not open does not keep
+// it: nobody races the collector to open state of a job that is gone, and
+// a collection is to free what it removed before it returns. The kernel
+// forgets the name at once instead of serving it from its cache.
 func (f *FS) Remove(dir uint64, name string) (orphan bool, err error) {
 	var victim *index.Inode
 	err = f.store.Index.Update(func(tx *index.Tx) (err error) {
@@ -24,16 +24,16 @@ func (f *FS) Remove(dir uint64, name string) (orphan bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	reaped := victim != nil && victim.Nlink == 0 && f.reap(victim, false)
-	orphan = victim != nil && victim.Nlink == 0 && !reaped
+	orphan = victim != nil && victim.Nlink == 0 && !f.reap(victim, false)
 	if parent := f.knownNode(dir); parent != nil {
 		parent.RmChild(name)
-		// A reaped inode the kernel still holds is deleted there too, so
-		// that it evicts it (and go-fuse drops its node at the FORGET)
-		// rather than keep it until memory runs short; otherwise only the
-		// name goes. ENOENT: the kernel holds no entry for name.
+		// An inode that lost its last name is deleted in the kernel too,
+		// so that it evicts the inode once no file has it open (go-fuse
+		// drops its node, and an orphan is reaped, at the FORGET) rather
+		// than keep it until memory runs short; otherwise only the name
+		// goes. ENOENT: the kernel holds no entry for name.
 		errno := syscall.ENOENT
-		if reaped {
+		if victim != nil && victim.Nlink == 0 {
 			if child := f.knownNode(victim.Ino); child != nil {
 				errno = parent.NotifyDelete(name, child)
 			}
