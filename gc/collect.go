@@ -411,8 +411,8 @@ func (o offline) Remove(dir uint64, name string) (bool, error) {
 // A directory counts from its creation and a file from its last content
 // change: ctime and a directory's mtime move when names come and go, which
 // the collector's own removals do too, so they would make a resumed run
-// keep what an interrupted one began to remove. (When each name was made
-// is the dirent's Born, which only the executor moves.)
+// keep what an interrupted one began to remove. (When a name was put where
+// it is, the dirent's Born, is the name's time, which no removal moves.)
 func (c *Collector) written(n *index.Inode) (int64, int64) {
 	t, size := n.Btime, int64(n.Size)
 	if n.IsDir() {
