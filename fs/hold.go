@@ -431,7 +431,8 @@ func (f *FS) DropHold(id, reason string) error {
 }
 
 // heldViewGone makes the kernel forget .statefs/held/<id>, a hold that was
-// restored or dropped, rather than serve it from its entry cache.
+// restored, dropped or collected, rather than serve it from its entry
+// cache.
 func (f *FS) heldViewGone(id string) {
 	root := f.knownNode(index.RootIno)
 	if root == nil {

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"errors"
 	"syscall"
 
 	"github.com/statefs/statefs/index"
@@ -17,12 +18,23 @@ import (
 // forgets the name at once instead of serving it from its cache.
 func (f *FS) Remove(dir uint64, name string) (orphan bool, err error) {
 	var victim *index.Inode
+	var heldTree bool // name was a held tree's top: its hold went with it
 	err = f.store.Index.Update(func(tx *index.Tx) (err error) {
-		victim, err = tx.Remove(dir, name)
+		if victim, err = tx.Remove(dir, name); err != nil || victim != nil {
+			return err
+		}
+		held, err := tx.Attic(index.AtticHeld, false)
+		heldTree = err == nil && held.Ino == dir
+		if errors.Is(err, index.ErrNotFound) {
+			return nil
+		}
 		return err
 	})
 	if err != nil {
 		return false, err
+	}
+	if heldTree {
+		f.heldViewGone(name)
 	}
 	orphan = victim != nil && victim.Nlink == 0 && !f.reap(victim, false)
 	if parent := f.knownNode(dir); parent != nil {

@@ -188,9 +188,14 @@ func TestHeldTreesGo(t *testing.T) {
 				waitHolds(t, m, 1)
 			}
 			if tc.gc {
+				view := m.Path(".statefs/held", holds(t, m)[0].ID)
+				_, err := os.Stat(view) // the kernel caches the entry
+				require.NoError(t, err)
 				mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
 				out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
 				require.Contains(t, out, "removed job "+jobGone)
+				_, err = os.Stat(view)
+				require.True(t, os.IsNotExist(err), "the collected hold's view is still served from the kernel's cache: %v", err)
 			}
 			if !tc.gc {
 				// The holder drops the tree; a collection removes it with

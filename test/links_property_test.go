@@ -7,9 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
 
+	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/store"
 )
 
 // TestLinkedStateProperty drives a mount with deletes held through random
@@ -577,66 +578,59 @@ func (l *linksModel) settle(rt *rapid.T) {
 	}
 }
 
-var (
-	gcJobLine   = regexp.MustCompile(`(?m)^(?:would remove|removed) job ([0-9a-f]{32}): (\d+) names, (\d+) files, (\d+) bytes \(`)
-	gcSweptLine = regexp.MustCompile(`(?m)^(?:would remove|removed) (\d+) chunks, (\d+) bytes`)
-)
-
-// gcReport is what a gc run printed: per job, names, files and bytes
-// removed; and the chunks and bytes swept.
-type gcReport struct {
+// gcRun is what a gc run reported, as `statefs gc --json` says it: per
+// job, names, files and bytes removed; and what its sweep freed.
+type gcRun struct {
 	jobs  map[string][3]int64
-	swept string
+	swept store.Swept
 }
 
-func (l *linksModel) parseGC(rt *rapid.T, out string) gcReport {
-	r := gcReport{jobs: map[string][3]int64{}}
-	for _, m := range gcJobLine.FindAllStringSubmatch(out, -1) {
-		var v [3]int64
-		for i := range v {
-			v[i], _ = strconv.ParseInt(m[2+i], 10, 64)
+func (l *linksModel) runGC(rt *rapid.T, args ...string) gcRun {
+	out := l.cli(rt, append([]string{"gc", "--store", l.m.Store, "--grace", "0s", "--json"}, args...)...)
+	var r gc.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		l.fatalf(rt, "statefs gc --json: %v\n%s", err, out)
+	}
+	run := gcRun{jobs: map[string][3]int64{}, swept: r.Swept}
+	for _, c := range r.Collected {
+		if c.Executor != "" {
+			l.fatalf(rt, "gc collected executor %s's tree:\n%s", c.Executor, out)
 		}
-		r.jobs[m[1]] = v
+		run.jobs[c.Job.ID] = [3]int64{int64(c.Names), int64(c.Files), c.Bytes}
 	}
-	sw := gcSweptLine.FindStringSubmatch(out)
-	if sw == nil {
-		l.fatalf(rt, "gc printed no chunks swept:\n%s", out)
+	if r.Orphans.Files != 0 {
+		l.fatalf(rt, "gc found removed files open:\n%s", out)
 	}
-	r.swept = sw[1] + " chunks, " + sw[2] + " bytes"
-	if strings.Contains(out, "executor") || strings.Contains(out, "still open") {
-		l.fatalf(rt, "gc collected an executor's tree or found files open:\n%s", out)
-	}
-	return r
+	return run
 }
 
 // gc collects with --grace 0s: a dry run, then the real one, and checks
 // both against the model.
 func (l *linksModel) gc(rt *rapid.T) {
 	l.waitSealed(rt)
-	dryOut := l.cli(rt, "gc", "--store", l.m.Store, "--grace", "0s", "--dry-run")
+	dry := l.runGC(rt, "--dry-run")
 	jobs := l.jobs(rt)
-	out := l.cli(rt, "gc", "--store", l.m.Store, "--grace", "0s")
-	dry, real := l.parseGC(rt, dryOut), l.parseGC(rt, out)
+	real := l.runGC(rt)
 	if dry.swept != real.swept || !maps.Equal(dry.jobs, real.jobs) {
-		l.fatalf(rt, "the dry run foretold another run than the real one:\ndry run:\n%s\nreal run:\n%s", dryOut, out)
+		l.fatalf(rt, "the dry run foretold another run than the real one: dry run %+v, real run %+v", dry, real)
 	}
 	l.gcRuns++
 	for _, job := range slices.Sorted(maps.Keys(jobs)) {
 		j := jobs[job]
 		if j.Verdict != "gone" {
 			if _, ok := real.jobs[job]; ok {
-				l.fatalf(rt, "gc collected job %s, whose verdict is %s:\n%s", job, j.Verdict, out)
+				l.fatalf(rt, "gc collected job %s, whose verdict is %s: %+v", job, j.Verdict, real)
 			}
 			continue
 		}
 		got, ok := real.jobs[job]
 		if !ok {
-			l.fatalf(rt, "gc did not report job %s, gone since %d:\n%s", job, j.Since, out)
+			l.fatalf(rt, "gc did not report job %s, gone since %d: %+v", job, j.Since, real)
 		}
 		names, files, bytes := l.collect(rt, job, j.Since)
 		if got[1] != int64(files) || got[2] != bytes || got[0] < int64(names) {
-			l.fatalf(rt, "gc removed of job %s %d names, %d files, %d bytes; the model: %d names of files, %d files whose last name went, %d bytes\n%s",
-				job, got[0], got[1], got[2], names, files, bytes, out)
+			l.fatalf(rt, "gc removed of job %s %d names, %d files, %d bytes; the model: %d names of files, %d files whose last name went, %d bytes",
+				job, got[0], got[1], got[2], names, files, bytes)
 		}
 	}
 	l.syncDirs(rt, jobs)
@@ -692,7 +686,7 @@ func (l *linksModel) collect(rt *rapid.T, job string, since int64) (names, files
 // syncDirs takes into the model which directories gc removed, after
 // checking that each could go: in a gone job's tree, with nothing left in
 // it, made before the verdict. Held trees with nothing left go.
-func (l *linksModel) syncDirs(rt *rapid.T, jobs map[string]indexJob) {
+func (l *linksModel) syncDirs(rt *rapid.T, jobs map[string]index.Job) {
 	mayGo := func(p string, n *linkedName, names map[string]*linkedName, rel string) bool {
 		j, ok := jobs[jobOf(p)]
 		if !ok || j.Verdict != "gone" || n.file != nil {
@@ -744,24 +738,16 @@ func (l *linksModel) heldDirSeen(hd *linkedHold, rel string) bool {
 	return err == nil && slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == path.Base(rel) })
 }
 
-// indexJob is what statefs jobs --json says of a job.
-type indexJob struct {
-	Verdict string `json:"verdict"`
-	Since   int64  `json:"since"`
-}
-
-func (l *linksModel) jobs(rt *rapid.T) map[string]indexJob {
+// jobs is what statefs jobs --json says, by job id.
+func (l *linksModel) jobs(rt *rapid.T) map[string]index.Job {
 	out := l.cli(rt, "jobs", "--store", l.m.Store, "--json")
-	var list []struct {
-		ID string `json:"id"`
-		indexJob
-	}
+	var list []index.Job
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		l.fatalf(rt, "statefs jobs --json: %v\n%s", err, out)
 	}
-	jobs := map[string]indexJob{}
+	jobs := map[string]index.Job{}
 	for _, j := range list {
-		jobs[j.ID] = j.indexJob
+		jobs[j.ID] = j
 	}
 	return jobs
 }

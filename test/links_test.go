@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/store"
 )
 
 // A RocksDB checkpoint hard-links the live db's SSTs into the checkpoint,
@@ -40,17 +41,12 @@ func gcJSON(t *testing.T, m *Mount, extra ...string) gc.Report {
 	return r
 }
 
-// orphanStats is what these tests read of .statefs/stats.json.
-type orphanStats struct {
-	Orphans     int   `json:"orphans"`
-	OrphanBytes int64 `json:"orphan_bytes"`
-}
-
-func readOrphanStats(t *testing.T, m *Mount) orphanStats {
+// orphans reads the orphans and their bytes from .statefs/stats.json.
+func orphans(t *testing.T, m *Mount) [2]int64 {
 	t.Helper()
-	var s orphanStats
+	var s store.Stats
 	require.NoError(t, json.Unmarshal(fileBytes(t, m.Path(".statefs", "stats.json")), &s))
-	return s
+	return [2]int64{int64(s.Orphans), s.OrphanBytes}
 }
 
 // With --hold-deletes, Flink freeing a slot (rm -rf of aid_<a>) of a job
@@ -289,11 +285,11 @@ func TestGCFreesWhatItRemovedBeforeReturning(t *testing.T) {
 	_, err = f.ReadAt(got, 0)
 	require.NoError(t, err, "reading the open file after gc removed it")
 	requireSameBytes(t, files[sst], got, sst+" after gc removed it")
-	require.Equal(t, orphanStats{1, int64(len(files[sst]))}, readOrphanStats(t, m), "stats.json while the file is open")
+	require.Equal(t, [2]int64{1, int64(len(files[sst]))}, orphans(t, m), "stats.json's orphans and their bytes while the file is open")
 
 	require.NoError(t, f.Close())
-	require.Eventually(t, func() bool { return readOrphanStats(t, m) == orphanStats{} },
-		5*time.Second, 50*time.Millisecond, "stats.json still counts the orphan after its last close: %+v", readOrphanStats(t, m))
+	require.Eventually(t, func() bool { return orphans(t, m) == [2]int64{} },
+		5*time.Second, 50*time.Millisecond, "stats.json still counts the orphan after its last close: %v", orphans(t, m))
 	chunksBefore := chunkBytes(t, m)
 	r = gcJSON(t, m)
 	require.Positive(t, r.Swept.Chunks, "the closed orphan's chunks were not swept: %+v", r)
