@@ -48,10 +48,12 @@ func (b *Bulk) Put(h Hash, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("cas: put %s: %w", h, err)
 	}
-	for _, p := range encode(data, &b.buf) {
-		if _, err = f.Write(p); err != nil {
+	content, err := encode(h, data, &b.buf)
+	for _, p := range content {
+		if err != nil {
 			break
 		}
+		_, err = f.Write(p)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -3,12 +3,10 @@ package cas
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 var (
@@ -27,7 +25,8 @@ const tempPrefix = ".tmp-"
 // for concurrent use. Errors from the operating system are wrapped, so
 // errors.Is(err, syscall.ENOSPC) and the like work.
 type Store struct {
-	dir string
+	dir     string
+	layouts *layoutCache
 }
 
 // Open opens the store in dir, creating dir and its fan-out subdirectories if
@@ -62,7 +61,7 @@ func Open(dir string) (*Store, error) {
 			return nil, fmt.Errorf("cas: open %s: %w", dir, err)
 		}
 	}
-	return &Store{dir: dir}, nil
+	return &Store{dir: dir, layouts: newLayoutCache(DefaultLayoutCache)}, nil
 }
 
 // mkdirDurable creates dir (private: chunk files hold every user's data, and
@@ -123,28 +122,14 @@ func (s *Store) Put(h Hash, data []byte) (stored int64, err error) {
 
 	bp := scratch.Get().(*[]byte)
 	defer scratch.Put(bp)
-	stored, err = writeChunk(path, encode(data, bp)...)
+	content, err := encode(h, data, bp)
+	if err == nil {
+		stored, err = writeChunk(path, content...)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("cas: put %s: %w", h, err)
 	}
 	return stored, nil
-}
-
-// encode returns the chunk file's content for data, in pieces, using *bp as
-// scratch space.
-func encode(data []byte, bp *[]byte) [][]byte {
-	out := grow(*bp, headerSize)
-	if len(data) > 0 {
-		out = encoder().EncodeAll(data, out)
-	}
-	*bp = out[:0]
-	if payload := len(out) - headerSize; len(data) > 0 && payload <= len(data)-len(data)/minSavingDiv {
-		header{kind: kindZstd, size: uint64(len(data))}.encode(out)
-		return [][]byte{out}
-	}
-	hdr := out[:headerSize]
-	header{kind: kindRaw, size: uint64(len(data))}.encode(hdr)
-	return [][]byte{hdr, data}
 }
 
 // writeChunk writes content to a temporary file beside path, syncs it, links
@@ -201,92 +186,6 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
-}
-
-// Get reads chunk h into buf's storage (grown as needed) and returns its
-// uncompressed bytes, verified against h (DESIGN invariant 5). A missing chunk
-// gives ErrNotFound; a damaged one gives ErrCorrupt, never wrong bytes.
-func (s *Store) Get(h Hash, buf []byte) ([]byte, error) {
-	f, err := os.OpenFile(s.path(h), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("cas: get %s: %w", h, ErrNotFound)
-	case errors.Is(err, syscall.ELOOP):
-		return nil, fmt.Errorf("cas: get %s: %w: a symlink, not a chunk file", h, ErrCorrupt)
-	case err != nil:
-		return nil, fmt.Errorf("cas: get %s: %w", h, err)
-	}
-	defer f.Close()
-	out, err := read(f, buf)
-	if err != nil {
-		return nil, fmt.Errorf("cas: get %s: %w", h, err)
-	}
-	if got := Sum(out); got != h {
-		return nil, fmt.Errorf("cas: get %s: %w: content hashes to %s", h, ErrCorrupt, got)
-	}
-	return out, nil
-}
-
-// read decodes an open chunk file into buf's storage.
-func read(f *os.File, buf []byte) ([]byte, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	var hb [headerSize]byte
-	n, err := f.ReadAt(hb[:], 0)
-	if err != nil && err != io.EOF {
-		return nil, err
-	}
-	hd, err := decodeHeader(hb[:n])
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	payload := fi.Size() - headerSize
-	switch hd.kind {
-	case kindRaw:
-		if uint64(payload) != hd.size {
-			return nil, fmt.Errorf("%w: raw payload is %d bytes, header says %d", ErrCorrupt, payload, hd.size)
-		}
-		out := grow(buf, int(hd.size))
-		if err := readAt(f, out, headerSize); err != nil {
-			return nil, err
-		}
-		return out, nil
-	default: // kindZstd
-		bp := scratch.Get().(*[]byte)
-		defer scratch.Put(bp)
-		in := grow(*bp, int(payload))
-		*bp = in[:0]
-		if err := readAt(f, in, headerSize); err != nil {
-			return nil, err
-		}
-		out, err := decoder().DecodeAll(in, grow(buf, int(hd.size))[:0])
-		if err != nil {
-			return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
-		}
-		if uint64(len(out)) != hd.size {
-			return nil, fmt.Errorf("%w: decompressed %d bytes, header says %d", ErrCorrupt, len(out), hd.size)
-		}
-		return out, nil
-	}
-}
-
-// readAt fills p from offset off; a file that ends early is corrupt.
-func readAt(f *os.File, p []byte, off int64) error {
-	n, err := f.ReadAt(p, off)
-	if err == io.EOF {
-		return fmt.Errorf("%w: file ends after %d of %d payload bytes", ErrCorrupt, n, len(p))
-	}
-	return err
-}
-
-// grow returns buf resized to n bytes, reallocated only if it is too small.
-func grow(buf []byte, n int) []byte {
-	if cap(buf) < n {
-		return make([]byte, n)
-	}
-	return buf[:n]
 }
 
 // Has reports whether chunk h is in the store.

@@ -46,7 +46,8 @@ func OpenForCheck(dir string) (*Store, error) {
 	if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
 		return nil, fmt.Errorf("%s is not a statefs store (no FORMAT file)", dir)
 	}
-	if err := checkFormat(dir); err != nil {
+	// A version 1 store is checked as it is: its chunk files still read.
+	if _, err := checkFormat(dir); err != nil {
 		return nil, err
 	}
 	for _, sub := range []string{"index", "chunks", "staging"} {

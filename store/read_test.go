@@ -17,9 +17,10 @@ func chunkPath(s *store.Store, h cas.Hash) string {
 	return filepath.Join(s.Dir, "chunks", h.String()[:2], h.String())
 }
 
-// A damaged chunk fails every read that touches it, with cas.ErrCorrupt, and
-// never gives wrong bytes (DESIGN invariant 5); reads elsewhere in the file
-// still work.
+// A damaged chunk fails the reads that need its damaged part, with
+// cas.ErrCorrupt, and never gives wrong bytes (DESIGN invariant 5); reads
+// elsewhere in the file still work. (Which reads of a damaged chunk still
+// work is cas's to test: TestEveryCorruptByteFailsItsRange.)
 func TestReadCorruptChunk(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -52,9 +53,8 @@ func TestReadCorruptChunk(t *testing.T) {
 			defer s.Close()
 
 			for _, r := range []struct{ off, n uint64 }{
-				{bad.Off, 1},
-				{bad.Off + uint64(bad.Len)/2, 4096},
-				{bad.Off - 10, 20}, // starts in the good extent before
+				{bad.Off, uint64(bad.Len)},
+				{bad.Off - 10, uint64(bad.Len) + 10}, // starts in the good extent before
 				{0, m.Size},
 			} {
 				dst := make([]byte, r.n)
@@ -131,11 +131,11 @@ func TestReadAtManifest(t *testing.T) {
 	checkReads(t, s, 1, &manifest.Manifest{}, nil)
 	checkReads(t, s, 1, &manifest.Manifest{Size: 10000}, make([]byte, 10000))
 
-	// An extent whose chunk has another length than the manifest says is
-	// refused, not served short or long.
-	wrong := &manifest.Manifest{Size: 2000, Extents: []manifest.Extent{{Off: 0, Len: 999, Hash: ha}}}
-	if n, err := s.ReadAt(1, wrong, make([]byte, 10), 0); err == nil {
-		t.Errorf("ReadAt of an extent with the wrong length = %d, nil; want an error", n)
+	// An extent longer than its chunk is refused where the chunk ends,
+	// not served short or padded.
+	wrong := &manifest.Manifest{Size: 2000, Extents: []manifest.Extent{{Off: 0, Len: 1001, Hash: ha}}}
+	if n, err := s.ReadAt(1, wrong, make([]byte, 10), 995); !errors.Is(err, cas.ErrCorrupt) {
+		t.Errorf("ReadAt past the end of an extent's chunk = %d, %v; want %v", n, err, cas.ErrCorrupt)
 	}
 	// A negative offset reads nothing.
 	if n, err := s.ReadAt(1, m, make([]byte, 10), -5); n != 0 || err != nil {

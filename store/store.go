@@ -23,8 +23,13 @@ import (
 )
 
 // FormatVersion is the on-disk layout this statefs reads and writes; it is
-// written to the FORMAT file of every store it creates.
-const FormatVersion = 1
+// written to the FORMAT file of every store it creates. Version 1 differs
+// only in its chunk files (cas format version 1): Open upgrades such a
+// store before anything else uses it.
+const FormatVersion = 2
+
+// upgradableVersion is the older FORMAT that Open upgrades.
+const upgradableVersion = 1
 
 const formatPrefix = "statefs-store "
 
@@ -37,7 +42,6 @@ type Store struct {
 	Index  *index.DB
 	Chunks *cas.Store
 	lock   *os.File
-	reader *reader
 	// sweep orders Sweep against seals: seals share it, Sweep holds it alone
 	// while it removes chunks.
 	sweep sync.RWMutex
@@ -59,7 +63,8 @@ func Open(dir string) (*Store, []uint64, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkFormat(dir); err != nil {
+	version, err := checkFormat(dir)
+	if err != nil {
 		return nil, nil, err
 	}
 	lock, err := takeLock(dir)
@@ -71,6 +76,12 @@ func Open(dir string) (*Store, []uint64, error) {
 	if err := s.open(); err != nil {
 		s.Close()
 		return nil, nil, err
+	}
+	if version == upgradableVersion {
+		if err := s.upgrade(); err != nil {
+			s.Close()
+			return nil, nil, fmt.Errorf("upgrading store %s to format version %d: %w", dir, FormatVersion, err)
+		}
 	}
 	pending, err := s.recover()
 	if err != nil {
@@ -105,40 +116,71 @@ func (s *Store) open() error {
 	if s.Chunks, err = cas.Open(filepath.Join(s.Dir, "chunks")); err != nil {
 		return err
 	}
-	s.reader = newReader(s.Chunks)
 	return nil
 }
 
 // checkFormat creates the store directory and its FORMAT file if the
 // directory is new or empty, and otherwise refuses anything that is not a
-// store of this FormatVersion, before touching it.
-func checkFormat(dir string) error {
+// store of this FormatVersion or the one before, before touching it. It
+// returns the store's version.
+func checkFormat(dir string) (int, error) {
 	path := filepath.Join(dir, "FORMAT")
 	b, err := os.ReadFile(path)
 	if err == nil {
 		v, ok := strings.CutPrefix(string(bytes.TrimSpace(b)), formatPrefix)
 		if !ok {
-			return fmt.Errorf("%s is not a statefs store: %s is %q", dir, path, b)
+			return 0, fmt.Errorf("%s is not a statefs store: %s is %q", dir, path, b)
 		}
-		if n, err := strconv.Atoi(v); err != nil || n != FormatVersion {
-			return fmt.Errorf("store %s has format version %s; this statefs reads version %d", dir, v, FormatVersion)
+		n, err := strconv.Atoi(v)
+		if err != nil || n != FormatVersion && n != upgradableVersion {
+			return 0, fmt.Errorf("store %s has format version %s; this statefs reads versions %d and %d", dir, v, upgradableVersion, FormatVersion)
 		}
-		return nil
+		return n, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("reading store format: %w", err)
+		return 0, fmt.Errorf("reading store format: %w", err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("creating store: %w", err)
+		return 0, fmt.Errorf("creating store: %w", err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return 0, fmt.Errorf("store: %w", err)
 	}
 	if len(entries) > 0 {
-		return fmt.Errorf("%s is not empty and not a statefs store (no FORMAT file)", dir)
+		return 0, fmt.Errorf("%s is not empty and not a statefs store (no FORMAT file)", dir)
 	}
-	return writeFileSync(path, []byte(fmt.Sprintf("%s%d\n", formatPrefix, FormatVersion)))
+	return FormatVersion, writeFileSync(path, formatLine())
+}
+
+func formatLine() []byte { return []byte(fmt.Sprintf("%s%d\n", formatPrefix, FormatVersion)) }
+
+// upgrade rewrites the chunks of a version 1 store in the current chunk
+// format, then records the new version in FORMAT. A crash before that
+// leaves FORMAT at version 1, and the next Open finishes the upgrade.
+func (s *Store) upgrade() error {
+	slog.Info("upgrading the store's chunk files to the current format", "store", s.Dir, "format", FormatVersion)
+	upgraded, damaged, err := s.Chunks.Upgrade()
+	if err != nil {
+		return err
+	}
+	if damaged > 0 {
+		slog.Warn("damaged chunk files left as they are; statefs fsck --verify lists them", "damaged", damaged)
+	}
+	path := filepath.Join(s.Dir, "FORMAT")
+	tmp := path + ".new"
+	os.Remove(tmp)
+	if err := writeFileSync(tmp, formatLine()); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if err := syncDir(s.Dir); err != nil {
+		return err
+	}
+	slog.Info("upgraded the store", "store", s.Dir, "chunks_rewritten", upgraded, "format", FormatVersion)
+	return nil
 }
 
 // takeLock holds an exclusive flock on dir/LOCK for the life of the

@@ -121,9 +121,9 @@ func TestOpenRefusesForeignDirectories(t *testing.T) {
 		{
 			name: "FORMAT of a newer version", store: true,
 			setup: func(dir string) error {
-				return os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("statefs-store 2\n"), 0o600)
+				return os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("statefs-store 3\n"), 0o600)
 			},
-			errHas: "version 2",
+			errHas: "version 3",
 		},
 		{
 			name: "FORMAT of version 0", store: true,

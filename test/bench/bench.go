@@ -65,6 +65,7 @@ func run(cfg config, repo string, out io.Writer) (*Report, error) {
 		{[]int{5}, b.metadata},
 		{[]int{6}, b.restart},
 		{[]int{7}, b.collector},
+		{[]int{8}, b.sealedRocksDB},
 	} {
 		if cfg.runs(group.ids...) {
 			r.Workloads = append(r.Workloads, group.run()...)

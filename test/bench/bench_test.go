@@ -63,6 +63,7 @@ func tinyConfig(repo, dir string) config {
 	c.Metadata = metadataSize{Files: 300, Dirs: 10, Reps: 1}
 	c.Restart = restartSize{Inodes: 1000, Reps: 1}
 	c.Collector = collectorSize{Files: 10, FileMiB: 1, CopyCheckpoints: 2, Reps: 1, Chunks: 2000, ChunksPerFile: 100}
+	c.Sealed = sealedSize{Keys: 20000, ValueSize: 400, Reads: 2000, Reps: 1}
 	return c
 }
 
@@ -84,7 +85,7 @@ func incomplete(r *Report) []string {
 			problems = append(problems, incompleteMetric(w, m)...)
 		}
 	}
-	for id := 1; id <= 7; id++ {
+	for id := 1; id <= 8; id++ {
 		if !seen[id] {
 			problems = append(problems, fmt.Sprintf("workload %d is missing", id))
 		}
@@ -95,7 +96,7 @@ func incomplete(r *Report) []string {
 func incompleteMetric(w *Workload, m *Metric) []string {
 	var problems []string
 	want := []string{statefs}
-	if w.ID <= 5 && m.Goal != nil && m.Goal.Against != "" {
+	if (w.ID <= 5 || w.ID == 8) && m.Goal != nil && m.Goal.Against != "" {
 		want = targetNames
 	}
 	for _, t := range want {
@@ -128,7 +129,7 @@ func (l testLog) Write(p []byte) (int, error) {
 func TestIncompleteCatchesEmptyResults(t *testing.T) {
 	complete := func() *Report {
 		r := &Report{}
-		for id := 1; id <= 7; id++ {
+		for id := 1; id <= 8; id++ {
 			w := newWorkload(id, fmt.Sprint("workload ", id), 1)
 			m := w.metric("throughput", "MB/s", true, ratioGoal(">=", 1.0, native))
 			for _, target := range targetNames {
@@ -180,5 +181,29 @@ Percentiles: P50: 0.40 P75: 0.50 P99: 6.00 P99.9: 9.00 P99.99: 20.00
 	}
 	if r := got["readseq"]; math.Abs(r.OpsPerSec-46000/0.04) > 1 || r.P99Micros != 6 {
 		t.Errorf("readseq over two passes: %+v, want %v ops/s and p99 6", r, 46000/0.04)
+	}
+}
+
+// Workload 8 is in the default run, once, and its sizes are flags.
+func TestSealedFlags(t *testing.T) {
+	c, err := parseFlags("/repo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.runs(8) || c.reps(c.Sealed.Reps) != 1 {
+		t.Errorf("default: workloads %v, workload 8 reps %d; want 8 in them, once", c.Workloads, c.reps(c.Sealed.Reps))
+	}
+	c, err = parseFlags("/repo", []string{"--workloads", "8", "--sealed-keys", "1000", "--sealed-reads", "10", "--sealed-reps", "0", "--reps", "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sealed.Keys != 1000 || c.Sealed.Reads != 10 || c.reps(c.Sealed.Reps) != 2 || c.runs(1, 2, 3, 4, 5, 6, 7) {
+		t.Errorf("parsed %+v, workloads %v", c.Sealed, c.Workloads)
+	}
+	if _, err := parseFlags("/repo", []string{"--sealed-keys", "0"}); err == nil {
+		t.Error("--sealed-keys 0 accepted")
+	}
+	if _, err := parseFlags("/repo", []string{"--workloads", "9"}); err == nil {
+		t.Error("--workloads 9 accepted")
 	}
 }

@@ -15,7 +15,7 @@ type config struct {
 	JSON        string // where the results go as JSON
 	Markdown    string // where the tables go (they are also printed)
 	Reps        int    // repetitions of each workload unless it has its own
-	Workloads   []int  // which of 1-7 to run
+	Workloads   []int  // which of 1-8 to run
 	StatefsArgs []string
 
 	CopyIn    copyInSize
@@ -23,6 +23,7 @@ type config struct {
 	Metadata  metadataSize
 	Restart   restartSize
 	Collector collectorSize
+	Sealed    sealedSize
 }
 
 // copyInSize sizes workloads 1 and 4: Checkpoints checkpoints of SSTs files
@@ -72,6 +73,14 @@ type collectorSize struct {
 	ChunksPerFile int
 }
 
+// sealedSize sizes workload 8.
+type sealedSize struct {
+	Keys      int // fillrandom writes this many keys, without a WAL
+	ValueSize int
+	Reads     int // each readrandom reads this many
+	Reps      int
+}
+
 func defaultConfig(repo string) config {
 	dir := filepath.Join(repo, "var", "bench")
 	// The heaviest workloads repeat less, so that the default run stays
@@ -82,12 +91,14 @@ func defaultConfig(repo string) config {
 		JSON:      filepath.Join(dir, "result.json"),
 		Markdown:  filepath.Join(dir, "result.md"),
 		Reps:      3,
-		Workloads: []int{1, 2, 3, 4, 5, 6, 7},
+		Workloads: []int{1, 2, 3, 4, 5, 6, 7, 8},
 		CopyIn:    copyInSize{Checkpoints: 10, SSTs: 10, SSTMiB: 64, Reps: 2},
 		RocksDB:   rocksDBSize{Keys: 30000, NoSyncKeys: 100000, ValueSize: 400, Reads: 100000, SeqPasses: 10, Checkpoints: 10, WritesBetween: 2000, Reps: 2},
 		Metadata:  metadataSize{Files: 50000, Dirs: 100, Reps: 1},
 		Restart:   restartSize{Inodes: 100000},
 		Collector: collectorSize{Files: 500, FileMiB: 4, CopyCheckpoints: 2, Reps: 2, Chunks: 1_000_000, ChunksPerFile: 1000},
+		// 2,400,000 keys of 400 bytes leave about 400 MB of SSTs.
+		Sealed: sealedSize{Keys: 2_400_000, ValueSize: 400, Reads: 60000, Reps: 1},
 	}
 }
 
@@ -100,7 +111,7 @@ func parseFlags(repo string, args []string) (config, error) {
 	jsonPath := fs.String("json", "", "write the results as JSON to `file` (default DIR/result.json)")
 	mdPath := fs.String("markdown", "", "write the tables to `file` (default DIR/result.md)")
 	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions per workload (median reported)")
-	only := fs.String("workloads", "1,2,3,4,5,6,7", "comma-separated workloads to run (1 and 4 run together, as do 2 and 3)")
+	only := fs.String("workloads", "1,2,3,4,5,6,7,8", "comma-separated workloads to run (1 and 4 run together, as do 2 and 3)")
 	statefsArgs := fs.String("statefs-args", "", "extra flags for statefs mount, space-separated (e.g. --passthrough=false)")
 
 	fs.IntVar(&c.CopyIn.Checkpoints, "copyin-checkpoints", c.CopyIn.Checkpoints, "workload 1: checkpoints copied in")
@@ -131,6 +142,11 @@ func parseFlags(repo string, args []string) (config, error) {
 	fs.IntVar(&c.Collector.ChunksPerFile, "gc-chunks-per-file", c.Collector.ChunksPerFile, "workload 7: chunks of each file of that store")
 	fs.IntVar(&c.Collector.Reps, "gc-reps", c.Collector.Reps, "workload 7: repetitions (0: --reps)")
 
+	fs.IntVar(&c.Sealed.Keys, "sealed-keys", c.Sealed.Keys, "workload 8: keys written by fillrandom (the default makes about 400 MB of SSTs)")
+	fs.IntVar(&c.Sealed.ValueSize, "sealed-value-size", c.Sealed.ValueSize, "workload 8: value size in bytes")
+	fs.IntVar(&c.Sealed.Reads, "sealed-reads", c.Sealed.Reads, "workload 8: reads by each readrandom (cold, and after the restore)")
+	fs.IntVar(&c.Sealed.Reps, "sealed-reps", c.Sealed.Reps, "workload 8: repetitions (0: --reps)")
+
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -157,8 +173,8 @@ func parseWorkloads(list string) ([]int, error) {
 	var ids []int
 	for _, f := range strings.Split(list, ",") {
 		id, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || id < 1 || id > 7 {
-			return nil, fmt.Errorf("--workloads: %q is not a workload (1-7)", f)
+		if err != nil || id < 1 || id > 8 {
+			return nil, fmt.Errorf("--workloads: %q is not a workload (1-8)", f)
 		}
 		ids = append(ids, id)
 	}
@@ -173,7 +189,8 @@ func (c config) check() error {
 		"--rocksdb-reads": c.RocksDB.Reads, "--rocksdb-checkpoints": c.RocksDB.Checkpoints,
 		"--rocksdb-writes-between": c.RocksDB.WritesBetween, "--meta-files": c.Metadata.Files, "--meta-dirs": c.Metadata.Dirs,
 		"--restart-inodes": c.Restart.Inodes, "--gc-file-mib": c.Collector.FileMiB, "--gc-copy-checkpoints": c.Collector.CopyCheckpoints,
-		"--gc-chunks-per-file": c.Collector.ChunksPerFile,
+		"--gc-chunks-per-file": c.Collector.ChunksPerFile, "--sealed-keys": c.Sealed.Keys, "--sealed-value-size": c.Sealed.ValueSize,
+		"--sealed-reads": c.Sealed.Reads,
 	}
 	for name, v := range positive {
 		if v <= 0 {
@@ -187,7 +204,8 @@ func (c config) check() error {
 		return fmt.Errorf("--gc-files must be at least 2 (half of them become garbage), got %d", c.Collector.Files)
 	}
 	for name, v := range map[string]int{"--copyin-reps": c.CopyIn.Reps, "--rocksdb-reps": c.RocksDB.Reps,
-		"--meta-reps": c.Metadata.Reps, "--restart-reps": c.Restart.Reps, "--gc-reps": c.Collector.Reps} {
+		"--meta-reps": c.Metadata.Reps, "--restart-reps": c.Restart.Reps, "--gc-reps": c.Collector.Reps,
+		"--sealed-reps": c.Sealed.Reps} {
 		if v < 0 {
 			return fmt.Errorf("%s must not be negative, got %d", name, v)
 		}

@@ -1,5 +1,5 @@
 // Command bench measures statefs side by side with the bare disk and with a
-// bare FUSE loopback on the same disk (issue 4): seven workloads modelled on
+// bare FUSE loopback on the same disk (issue 4): eight workloads modelled on
 // Flink running RocksDB, each repeated with the three targets taking turns,
 // printed as one table per workload with the issue's targets, and written
 // as JSON. BENCHMARKS.md at the repository root holds the latest tables.

@@ -1,0 +1,404 @@
+package cas
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"sync"
+	"syscall"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"lukechampine.com/blake3/bao"
+)
+
+// DefaultLayoutCache is how many bytes of chunk layouts a store keeps in
+// memory unless told otherwise: a layout costs about 0.4% of its chunk, so
+// this covers the groups of about 4 GiB of content.
+const DefaultLayoutCache = 16 << 20
+
+// layout is what a read must know of a chunk file before it reads a group:
+// its header, its verification tree and (framed) where each group ends.
+type layout struct {
+	hd header
+	// tree is the chunk's Bao outboard as package bao takes it: the length,
+	// then the parent nodes in pre-order (version 2).
+	tree []byte
+	// ends[g] is where group g's stored bytes end, counted from the first
+	// group's start (framed only).
+	ends []byte
+}
+
+// cost is what l takes in memory, for the cache's bound.
+func (l *layout) cost() int64 { return int64(len(l.tree)+len(l.ends)) + 128 }
+
+// readLayout reads the header, tree and table of an open chunk file.
+func readLayout(f *os.File) (*layout, error) {
+	meta := make([]byte, pageSize)
+	n, err := f.ReadAt(meta, 0)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	hd, err := decodeHeader(meta[:n])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	l := &layout{hd: hd}
+	if hd.version == formatV1 {
+		return l, nil
+	}
+	tree := treeSize(hd.size)
+	need := headerSize + tree
+	if hd.kind == kindFramed {
+		need += 4 * groups(hd.size)
+	}
+	if need > n {
+		meta = make([]byte, need)
+		if err := readAt(f, meta, 0); err != nil {
+			return nil, err
+		}
+	}
+	l.tree = make([]byte, 8+tree)
+	binary.LittleEndian.PutUint64(l.tree, hd.size)
+	copy(l.tree[8:], meta[headerSize:])
+	if hd.kind == kindFramed {
+		l.ends = append([]byte(nil), meta[headerSize+tree:need]...)
+	}
+	return l, nil
+}
+
+// stored returns where group g's stored bytes start and end, counted from
+// the first group's start. A table damaged there fails this group's read
+// and no other's.
+func (l *layout) stored(g int) (start, end int64, err error) {
+	if l.hd.kind == kindRaw {
+		start = int64(g) * GroupSize
+		return start, start + int64(groupLen(l.hd.size, g)), nil
+	}
+	if g > 0 {
+		start = int64(binary.LittleEndian.Uint32(l.ends[4*(g-1):]))
+	}
+	end = int64(binary.LittleEndian.Uint32(l.ends[4*g:]))
+	if end < start || end-start > int64(groupLen(l.hd.size, g)) {
+		return 0, 0, fmt.Errorf("%w: group %d is stored at %d..%d", ErrCorrupt, g, start, end)
+	}
+	return start, end, nil
+}
+
+// readGroups reads groups g0 to g1 of chunk h into buf's storage (grown as
+// needed) and returns their bytes, verified against h through the tree.
+func (l *layout) readGroups(f *os.File, h Hash, g0, g1 int, buf []byte) ([]byte, error) {
+	first := uint64(g0) * GroupSize
+	plain := grow(buf, int(min(uint64(g1+1)*GroupSize, l.hd.size)-first))
+	payload := l.hd.payloadOffset()
+	if l.hd.kind == kindRaw {
+		if err := readAt(f, plain, payload+int64(first)); err != nil {
+			return nil, err
+		}
+	} else if err := l.decodeGroups(f, g0, g1, plain); err != nil {
+		return nil, err
+	}
+	if !bao.VerifyChunk(plain, l.tree, groupLog, first, h) {
+		return nil, fmt.Errorf("%w: bytes %d..%d do not match the hash", ErrCorrupt, first, first+uint64(len(plain)))
+	}
+	return plain, nil
+}
+
+// decodeGroups fills plain with groups g0 to g1 of a framed chunk.
+func (l *layout) decodeGroups(f *os.File, g0, g1 int, plain []byte) error {
+	from, _, err := l.stored(g0)
+	if err != nil {
+		return err
+	}
+	_, to, err := l.stored(g1)
+	if err != nil {
+		return err
+	}
+	if to < from {
+		return fmt.Errorf("%w: groups %d..%d are stored at %d..%d", ErrCorrupt, g0, g1, from, to)
+	}
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	in := grow(*bp, int(to-from))
+	*bp = in[:0]
+	if err := readAt(f, in, l.hd.payloadOffset()+from); err != nil {
+		return err
+	}
+	for g := g0; g <= g1; g++ {
+		start, end, err := l.stored(g)
+		if err != nil {
+			return err
+		}
+		if start < from || end > to {
+			return fmt.Errorf("%w: group %d is stored at %d..%d", ErrCorrupt, g, start, end)
+		}
+		frame := in[start-from : end-from]
+		out := plain[(g-g0)*GroupSize:][:groupLen(l.hd.size, g)]
+		if len(frame) == len(out) {
+			copy(out, frame)
+			continue
+		}
+		got, err := decoder().DecodeAll(frame, out[:0:len(out)])
+		if err != nil {
+			return fmt.Errorf("%w: group %d: zstd: %v", ErrCorrupt, g, err)
+		}
+		if len(got) != len(out) {
+			return fmt.Errorf("%w: group %d decompressed to %d bytes, want %d", ErrCorrupt, g, len(got), len(out))
+		}
+	}
+	return nil
+}
+
+// ReadAt fills p with chunk h's bytes from off and returns how many it
+// filled (fewer at the chunk's end). It reads and verifies only the groups
+// that hold them (DESIGN invariant 5): a damaged group fails the reads that
+// need it with ErrCorrupt and no other read.
+func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
+	f, err := s.open(h)
+	if err != nil {
+		return 0, fmt.Errorf("cas: read %s: %w", h, err)
+	}
+	defer f.Close()
+	n, err := s.readAt(f, h, p, off)
+	if err != nil {
+		// A layout read from a damaged file must not outlive a repair.
+		s.layouts.remove(h)
+		return 0, fmt.Errorf("cas: read %s at %d: %w", h, off, err)
+	}
+	return n, nil
+}
+
+func (s *Store) readAt(f *os.File, h Hash, p []byte, off int64) (int, error) {
+	l, ok := s.layouts.get(h)
+	if !ok {
+		var err error
+		if l, err = readLayout(f); err != nil {
+			return 0, err
+		}
+		s.layouts.add(h, l)
+	}
+	size := l.hd.size
+	if off < 0 || uint64(off) >= size || len(p) == 0 {
+		return 0, nil
+	}
+	end := min(uint64(off)+uint64(len(p)), size)
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	var b []byte
+	var first uint64
+	if l.hd.version == formatV1 {
+		data, err := readV1(f, l.hd, *bp)
+		if err != nil {
+			return 0, err
+		}
+		if got := Sum(data); got != h {
+			return 0, fmt.Errorf("%w: content hashes to %s", ErrCorrupt, got)
+		}
+		b = data
+	} else {
+		g0, g1 := int(uint64(off)/GroupSize), int((end-1)/GroupSize)
+		data, err := l.readGroups(f, h, g0, g1, *bp)
+		if err != nil {
+			return 0, err
+		}
+		b, first = data, uint64(g0)*GroupSize
+	}
+	*bp = b[:0]
+	return copy(p[:end-uint64(off)], b[uint64(off)-first:]), nil
+}
+
+// open opens chunk h's file for reading.
+func (s *Store) open(h Hash) (*os.File, error) {
+	f, err := os.OpenFile(s.path(h), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, ErrNotFound
+	case errors.Is(err, syscall.ELOOP):
+		return nil, fmt.Errorf("%w: a symlink, not a chunk file", ErrCorrupt)
+	}
+	return f, err
+}
+
+// Get reads chunk h into buf's storage (grown as needed) and returns its
+// uncompressed bytes, verified against h (DESIGN invariant 5), together with
+// every part of its file: the tree, the table and the padding. A missing
+// chunk gives ErrNotFound; a damaged one gives ErrCorrupt, never wrong bytes.
+func (s *Store) Get(h Hash, buf []byte) ([]byte, error) {
+	f, err := s.open(h)
+	if err != nil {
+		return nil, fmt.Errorf("cas: get %s: %w", h, err)
+	}
+	defer f.Close()
+	out, err := get(f, h, buf)
+	if err != nil {
+		return nil, fmt.Errorf("cas: get %s: %w", h, err)
+	}
+	return out, nil
+}
+
+func get(f *os.File, h Hash, buf []byte) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	l, err := readLayout(f)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	if l.hd.version == formatV1 {
+		if out, err = readV1(f, l.hd, buf); err != nil {
+			return nil, err
+		}
+	} else {
+		payload, length := l.hd.payloadOffset(), int64(0)
+		if n := groups(l.hd.size); n > 0 {
+			if _, length, err = l.stored(n - 1); err != nil {
+				return nil, err
+			}
+		}
+		if fi.Size() != payload+length {
+			return nil, fmt.Errorf("%w: file is %d bytes, its layout says %d", ErrCorrupt, fi.Size(), payload+length)
+		}
+		if err := checkPadding(f, l); err != nil {
+			return nil, err
+		}
+		if l.hd.size == 0 {
+			out = grow(buf, 0)
+		} else if out, err = l.readGroups(f, h, 0, groups(l.hd.size)-1, buf); err != nil {
+			return nil, err
+		}
+	}
+	if l.hd.size == 0 || l.hd.version == formatV1 {
+		// The tree verified every group of a longer chunk, and its root.
+		if got := Sum(out); got != h {
+			return nil, fmt.Errorf("%w: content hashes to %s", ErrCorrupt, got)
+		}
+	}
+	return out, nil
+}
+
+// checkPadding checks that the bytes between a chunk's table and its first
+// group are zeros, as Put wrote them.
+func checkPadding(f *os.File, l *layout) error {
+	from := int64(headerSize + len(l.tree) - 8 + len(l.ends))
+	pad := make([]byte, l.hd.payloadOffset()-from)
+	if err := readAt(f, pad, from); err != nil {
+		return err
+	}
+	for i, c := range pad {
+		if c != 0 {
+			return fmt.Errorf("%w: padding byte at %d is %#x", ErrCorrupt, from+int64(i), c)
+		}
+	}
+	return nil
+}
+
+// readV1 decodes a version 1 chunk file's payload into buf's storage.
+func readV1(f *os.File, hd header, buf []byte) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	payload := fi.Size() - headerSize
+	switch hd.kind {
+	case kindRaw:
+		if uint64(payload) != hd.size {
+			return nil, fmt.Errorf("%w: raw payload is %d bytes, header says %d", ErrCorrupt, payload, hd.size)
+		}
+		out := grow(buf, int(hd.size))
+		if err := readAt(f, out, headerSize); err != nil {
+			return nil, err
+		}
+		return out, nil
+	default: // kindZstd
+		bp := scratch.Get().(*[]byte)
+		defer scratch.Put(bp)
+		in := grow(*bp, int(max(payload, 0)))
+		*bp = in[:0]
+		if err := readAt(f, in, headerSize); err != nil {
+			return nil, err
+		}
+		out, err := decoder().DecodeAll(in, grow(buf, int(hd.size))[:0])
+		if err != nil {
+			return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
+		}
+		if uint64(len(out)) != hd.size {
+			return nil, fmt.Errorf("%w: decompressed %d bytes, header says %d", ErrCorrupt, len(out), hd.size)
+		}
+		return out, nil
+	}
+}
+
+// readAt fills p from offset off; a file that ends early is corrupt.
+func readAt(f *os.File, p []byte, off int64) error {
+	n, err := f.ReadAt(p, off)
+	if err == io.EOF {
+		return fmt.Errorf("%w: file ends after %d of %d bytes at %d", ErrCorrupt, n, len(p), off)
+	}
+	return err
+}
+
+// grow returns buf resized to n bytes, reallocated only if it is too small.
+func grow(buf []byte, n int) []byte {
+	if cap(buf) < n {
+		return make([]byte, n)
+	}
+	return buf[:n]
+}
+
+// layoutCache keeps the layouts of the chunks read last, up to a number of
+// bytes, so that a read of a chunk read before costs one disk read.
+type layoutCache struct {
+	mu    sync.Mutex
+	lru   *simplelru.LRU[Hash, *layout]
+	bytes int64
+	max   int64
+}
+
+func newLayoutCache(max int64) *layoutCache {
+	c := &layoutCache{max: max}
+	c.lru, _ = simplelru.NewLRU(math.MaxInt32, func(_ Hash, l *layout) { c.bytes -= l.cost() })
+	return c
+}
+
+func (c *layoutCache) get(h Hash) (*layout, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Get(h)
+}
+
+func (c *layoutCache) add(h Hash, l *layout) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lru.Contains(h) || l.cost() > c.max {
+		return
+	}
+	c.lru.Add(h, l)
+	c.bytes += l.cost()
+	for c.bytes > c.max {
+		c.lru.RemoveOldest()
+	}
+}
+
+func (c *layoutCache) remove(h Hash) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Remove(h)
+}
+
+func (c *layoutCache) resize(max int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.max = max
+	for c.bytes > c.max {
+		c.lru.RemoveOldest()
+	}
+}
+
+// SetLayoutCache bounds the memory the store keeps for the layouts of
+// chunks it has read to max bytes.
+func (s *Store) SetLayoutCache(max int64) { s.layouts.resize(max) }
