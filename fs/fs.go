@@ -136,7 +136,11 @@ func MountOptions(allowOther bool, debug bool) *gofs.Options {
 			// the kernel sends (see applyAttr).
 			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
 			MaxReadAhead:      1 << 20,
-			Debug:             debug,
+			// Every read statefs answers is bytes in memory (verified
+			// sealed content, or a staging file's bytes): go-fuse's splice
+			// path only stages the reply header in a pipe and throws it away.
+			DisableSplice: true,
+			Debug:         debug,
 		},
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,
