@@ -29,7 +29,6 @@ type file struct {
 	staging *os.File // the staging file while handles are open on it
 	sealed  *manifest.Manifest
 	gen     uint64
-	warm    bool // the kernel's page cache holds the current sealed content
 	// stagingNamed is set once the staging directory was synced after the
 	// staging file was made.
 	stagingNamed atomic.Bool

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,7 +54,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	}
 	st := n.fs.acquire(n.ino())
 	uid, _ := caller(ctx)
-	h, fuseFlags, err := n.fs.open(st, flags, uid != 0)
+	h, fuseFlags, err := n.fs.open(st, &n.warm, flags, uid != 0)
 	if err != nil {
 		n.fs.release(st)
 		return nil, 0, errno(err)
@@ -80,14 +81,14 @@ func privBits(mode uint32) uint32 {
 
 // open makes a handle on st's inode. A writer, or any opener of staging
 // content, gets the staging file; a reader of sealed content gets the
-// manifest, and the kernel keeps its page cache unless the content changed
-// since it was filled.
+// manifest, and the kernel keeps its page cache if warm says it holds that
+// content (warm is the node's; nil for a view that never keeps the cache).
 //
 // An unprivileged writer (unprivileged: the caller is not root) clears the
 // setuid and setgid bits at open rather than at its first write, as ext4
 // does: writes through passthrough never reach the daemon, and go-fuse does
 // not pass on the kernel's FUSE_WRITE_KILL_SUIDGID.
-func (f *FS) open(st *file, flags uint32, unprivileged bool) (*handle, uint32, error) {
+func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) (*handle, uint32, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var rec *index.Inode
@@ -114,6 +115,9 @@ func (f *FS) open(st *file, flags uint32, unprivileged bool) (*handle, uint32, e
 		killed = true
 	}
 	if writable(flags) || rec.Staging != 0 {
+		if warm != nil {
+			warm.Store(false)
+		}
 		trunc := writable(flags) && flags&syscall.O_TRUNC != 0
 		if err := f.openStaging(st, rec, trunc); err != nil {
 			return nil, 0, err
@@ -135,10 +139,9 @@ func (f *FS) open(st *file, flags uint32, unprivileged bool) (*handle, uint32, e
 		}
 	}
 	var fuseFlags uint32
-	if st.warm {
+	if warm != nil && warm.Swap(true) {
 		fuseFlags = fuse.FOPEN_KEEP_CACHE
 	}
-	st.warm = true
 	st.opens++
 	st.cached++
 	return &handle{fs: f, st: st}, fuseFlags, nil
@@ -202,7 +205,7 @@ func (f *FS) unseal(st *file, rec *index.Inode, size uint64, keepOpen bool) erro
 		return err
 	}
 	f.store.RemoveStaging(old)
-	st.sealed, st.warm = nil, false
+	st.sealed = nil
 	st.stagingNamed.Store(false)
 	st.gen++
 	if keepOpen {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync/atomic"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -20,6 +21,12 @@ import (
 type node struct {
 	gofs.Inode
 	fs *FS
+	// warm says that the kernel's page cache holds the inode's current
+	// sealed content, so that the next open of it may keep the cache. It
+	// lives as long as the kernel knows the inode, as the cache does, and
+	// is cleared whenever the content may change (a writable open or an open
+	// of staging content, a truncate).
+	warm atomic.Bool
 }
 
 var (

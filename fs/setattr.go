@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -14,7 +15,7 @@ import (
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	st := n.fs.acquire(n.ino())
 	defer n.fs.release(st)
-	rec, err := n.fs.setattr(st, in)
+	rec, err := n.fs.setattr(st, &n.warm, in)
 	if err != nil {
 		return errno(err)
 	}
@@ -26,11 +27,13 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	return 0
 }
 
-// setattr applies in to st's inode and returns the new record.
-func (f *FS) setattr(st *file, in *fuse.SetAttrIn) (*index.Inode, error) {
+// setattr applies in to st's inode and returns the new record; warm is the
+// node's page cache flag, cleared by a change of size.
+func (f *FS) setattr(st *file, warm *atomic.Bool, in *fuse.SetAttrIn) (*index.Inode, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if size, ok := in.GetSize(); ok {
+		warm.Store(false)
 		if err := f.truncate(st, size); err != nil {
 			return nil, err
 		}
@@ -119,7 +122,6 @@ func (f *FS) truncate(st *file, size uint64) error {
 		return syscall.ENOSPC // sealed content would take new space in staging
 	}
 	st.gen++
-	st.warm = false
 	switch {
 	case st.staging != nil:
 		return st.staging.Truncate(int64(size))

@@ -118,7 +118,7 @@ func (b *bench) copyInAndRestore() []*Workload {
 		usedOverUnique:     w1.metric("disk used / unique bytes written", "×", false, valueGoal("<=", 1.05, "≤ 1.05 (statefs)")),
 		usedOverLogical:    w1.metric("disk used / all bytes written", "×", false, nil),
 		physicalOverUnique: w1.metric("stats.json physical_bytes / unique bytes", "×", false, nil),
-		restore:            w4.metric("restore throughput", "MB/s", true, ratioGoal(">=", 0.8, native)),
+		restore:            w4.metric("restore throughput", "MB/s", true, ratioGoal(">=", 0.9, native)),
 	}
 	src, err := b.checkpointSource()
 	if err == nil {
