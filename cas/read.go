@@ -185,29 +185,49 @@ func (s *Store) readAt(f *os.File, h Hash, p []byte, off int64) (int, error) {
 		return 0, nil
 	}
 	end := min(uint64(off)+uint64(len(p)), size)
-	bp := scratch.Get().(*[]byte)
-	defer scratch.Put(bp)
-	var b []byte
-	var first uint64
+	p = p[:end-uint64(off)]
 	if l.hd.version == formatV1 {
+		bp := scratch.Get().(*[]byte)
+		defer scratch.Put(bp)
 		data, err := readV1(f, l.hd, *bp)
 		if err != nil {
 			return 0, err
 		}
+		*bp = data[:0]
 		if got := Sum(data); got != h {
 			return 0, fmt.Errorf("%w: content hashes to %s", ErrCorrupt, got)
 		}
-		b = data
-	} else {
-		g0, g1 := int(uint64(off)/GroupSize), int((end-1)/GroupSize)
-		data, err := l.readGroups(f, h, g0, g1, *bp)
+		return copy(p, data[off:]), nil
+	}
+	// Whole groups are read into p itself; a group p holds only part of
+	// is read aside and the part copied.
+	for pos := uint64(off); pos < end; {
+		g := int(pos / GroupSize)
+		gEnd := min(uint64(g+1)*GroupSize, size)
+		if pos == uint64(g)*GroupSize && gEnd <= end {
+			last := int((end - 1) / GroupSize)
+			if min(uint64(last+1)*GroupSize, size) > end {
+				last-- // the last group is partly in p
+			}
+			to := min(uint64(last+1)*GroupSize, size)
+			if _, err := l.readGroups(f, h, g, last, p[pos-uint64(off):to-uint64(off)]); err != nil {
+				return 0, err
+			}
+			pos = to
+			continue
+		}
+		bp := scratch.Get().(*[]byte)
+		data, err := l.readGroups(f, h, g, g, *bp)
 		if err != nil {
+			scratch.Put(bp)
 			return 0, err
 		}
-		b, first = data, uint64(g0)*GroupSize
+		n := copy(p[pos-uint64(off):], data[pos-uint64(g)*GroupSize:min(gEnd, end)-uint64(g)*GroupSize])
+		*bp = data[:0]
+		scratch.Put(bp)
+		pos += uint64(n)
 	}
-	*bp = b[:0]
-	return copy(p[:end-uint64(off)], b[uint64(off)-first:]), nil
+	return len(p), nil
 }
 
 // open opens chunk h's file for reading.
