@@ -15,10 +15,10 @@ import (
 	"lukechampine.com/blake3/bao"
 )
 
-// DefaultLayoutCache is how many bytes of chunk layouts a store keeps in
-// memory unless told otherwise: a layout costs about 0.4% of its chunk, so
-// this covers the groups of about 4 GiB of content.
-const DefaultLayoutCache = 16 << 20
+// DefaultReadCache is how many bytes a store keeps in memory for reads
+// unless told otherwise: the layouts of the chunks read last (about 0.4% of
+// a chunk) and the groups read last that a read needed only part of.
+const DefaultReadCache = 32 << 20
 
 // layout is what a read must know of a chunk file before it reads a group:
 // its header, its verification tree and (framed) where each group ends.
@@ -32,7 +32,6 @@ type layout struct {
 	ends []byte
 }
 
-// cost is what l takes in memory, for the cache's bound.
 func (l *layout) cost() int64 { return int64(len(l.tree)+len(l.ends)) + 128 }
 
 // readLayout reads the header, tree and table of an open chunk file.
@@ -165,20 +164,22 @@ func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
 	n, err := s.readAt(f, h, p, off)
 	if err != nil {
 		// A layout read from a damaged file must not outlive a repair.
-		s.layouts.remove(h)
+		s.cache.remove(layoutKey(h))
 		return 0, fmt.Errorf("cas: read %s at %d: %w", h, off, err)
 	}
 	return n, nil
 }
 
 func (s *Store) readAt(f *os.File, h Hash, p []byte, off int64) (int, error) {
-	l, ok := s.layouts.get(h)
-	if !ok {
+	var l *layout
+	if v, ok := s.cache.get(layoutKey(h)); ok {
+		l = v.(*layout)
+	} else {
 		var err error
 		if l, err = readLayout(f); err != nil {
 			return 0, err
 		}
-		s.layouts.add(h, l)
+		s.cache.add(layoutKey(h), l)
 	}
 	size := l.hd.size
 	if off < 0 || uint64(off) >= size || len(p) == 0 {
@@ -216,18 +217,30 @@ func (s *Store) readAt(f *os.File, h Hash, p []byte, off int64) (int, error) {
 			pos = to
 			continue
 		}
-		bp := scratch.Get().(*[]byte)
-		data, err := l.readGroups(f, h, g, g, *bp)
+		data, err := s.group(f, h, l, g)
 		if err != nil {
-			scratch.Put(bp)
 			return 0, err
 		}
-		n := copy(p[pos-uint64(off):], data[pos-uint64(g)*GroupSize:min(gEnd, end)-uint64(g)*GroupSize])
-		*bp = data[:0]
-		scratch.Put(bp)
-		pos += uint64(n)
+		pos += uint64(copy(p[pos-uint64(off):], data[pos-uint64(g)*GroupSize:min(gEnd, end)-uint64(g)*GroupSize]))
 	}
 	return len(p), nil
+}
+
+// group returns the verified bytes of group g of chunk h, from the cache
+// or read and kept there: a reader of small blocks asks for the same group
+// several times in a row. Verified bytes stay right whatever happens to
+// the file later, since a chunk is named by its content.
+func (s *Store) group(f *os.File, h Hash, l *layout, g int) ([]byte, error) {
+	key := cacheKey{h, int32(g)}
+	if v, ok := s.cache.get(key); ok {
+		return v.(group), nil
+	}
+	data, err := l.readGroups(f, h, g, g, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.cache.add(key, group(data))
+	return data, nil
 }
 
 // open opens chunk h's file for reading.
@@ -370,55 +383,73 @@ func grow(buf []byte, n int) []byte {
 	return buf[:n]
 }
 
-// layoutCache keeps the layouts of the chunks read last, up to a number of
-// bytes, so that a read of a chunk read before costs one disk read.
-type layoutCache struct {
+// group is a group's verified bytes, as the read cache keeps them.
+type group []byte
+
+func (g group) cost() int64 { return int64(cap(g)) + 64 }
+
+// cacheKey names what the read cache keeps: group g of chunk h, or for g
+// -1 the chunk's layout.
+type cacheKey struct {
+	h Hash
+	g int32
+}
+
+func layoutKey(h Hash) cacheKey { return cacheKey{h, -1} }
+
+// readCache keeps what reads need again, the least recently used first to
+// go, up to a number of bytes.
+type readCache struct {
 	mu    sync.Mutex
-	lru   *simplelru.LRU[Hash, *layout]
+	lru   *simplelru.LRU[cacheKey, cached]
 	bytes int64
 	max   int64
 }
 
-func newLayoutCache(max int64) *layoutCache {
-	c := &layoutCache{max: max}
-	c.lru, _ = simplelru.NewLRU(math.MaxInt32, func(_ Hash, l *layout) { c.bytes -= l.cost() })
+type cached interface{ cost() int64 }
+
+func newReadCache(max int64) *readCache {
+	c := &readCache{max: max}
+	c.lru, _ = simplelru.NewLRU(math.MaxInt32, func(_ cacheKey, v cached) { c.bytes -= v.cost() })
 	return c
 }
 
-func (c *layoutCache) get(h Hash) (*layout, bool) {
+func (c *readCache) get(k cacheKey) (cached, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lru.Get(h)
+	return c.lru.Get(k)
 }
 
-func (c *layoutCache) add(h Hash, l *layout) {
+func (c *readCache) add(k cacheKey, v cached) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lru.Contains(h) || l.cost() > c.max {
+	if c.lru.Contains(k) || v.cost() > c.max {
 		return
 	}
-	c.lru.Add(h, l)
-	c.bytes += l.cost()
-	for c.bytes > c.max {
-		c.lru.RemoveOldest()
-	}
+	c.lru.Add(k, v)
+	c.bytes += v.cost()
+	c.shrink()
 }
 
-func (c *layoutCache) remove(h Hash) {
+func (c *readCache) remove(k cacheKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lru.Remove(h)
+	c.lru.Remove(k)
 }
 
-func (c *layoutCache) resize(max int64) {
+func (c *readCache) resize(max int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.max = max
+	c.shrink()
+}
+
+func (c *readCache) shrink() {
 	for c.bytes > c.max {
 		c.lru.RemoveOldest()
 	}
 }
 
-// SetLayoutCache bounds the memory the store keeps for the layouts of
-// chunks it has read to max bytes.
-func (s *Store) SetLayoutCache(max int64) { s.layouts.resize(max) }
+// SetReadCache bounds the memory the store keeps for reads (layouts of
+// chunks and groups read in part) to max bytes; 0 keeps nothing.
+func (s *Store) SetReadCache(max int64) { s.cache.resize(max) }

@@ -131,7 +131,7 @@ func TestEveryCorruptByteFailsItsRange(t *testing.T) {
 	} {
 		t.Run(k.name, func(t *testing.T) {
 			s, dir := openStore(t)
-			s.SetLayoutCache(0) // every read sees the file as it is now
+			s.SetReadCache(0) // every read sees the file as it is now
 			h := put(t, s, k.data)
 			path := chunkPath(dir, h)
 			orig, err := os.ReadFile(path)
@@ -227,11 +227,11 @@ func TestReadsVersion1(t *testing.T) {
 		damaged := version1(t, data)
 		damaged[len(damaged)-1] ^= 1
 		writeChunkFile(t, dir, h, damaged)
-		s.SetLayoutCache(0)
+		s.SetReadCache(0)
 		if _, err := s.ReadAt(h, part, 0); !errors.Is(err, cas.ErrCorrupt) {
 			t.Fatalf("ReadAt of a damaged version 1 chunk = %v, want ErrCorrupt", err)
 		}
-		s.SetLayoutCache(cas.DefaultLayoutCache)
+		s.SetReadCache(cas.DefaultReadCache)
 	}
 }
 
@@ -280,7 +280,7 @@ func FuzzChunkRead(f *testing.F) {
 		}
 	}
 	s, dir := openStore(f)
-	s.SetLayoutCache(0)
+	s.SetReadCache(0)
 	path := chunkPath(dir, h)
 	f.Fuzz(func(t *testing.T, file []byte, off uint32, n uint16) {
 		if err := os.WriteFile(path, file, 0o600); err != nil {

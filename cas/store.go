@@ -25,8 +25,8 @@ const tempPrefix = ".tmp-"
 // for concurrent use. Errors from the operating system are wrapped, so
 // errors.Is(err, syscall.ENOSPC) and the like work.
 type Store struct {
-	dir     string
-	layouts *layoutCache
+	dir   string
+	cache *readCache
 }
 
 // Open opens the store in dir, creating dir and its fan-out subdirectories if
@@ -61,7 +61,7 @@ func Open(dir string) (*Store, error) {
 			return nil, fmt.Errorf("cas: open %s: %w", dir, err)
 		}
 	}
-	return &Store{dir: dir, layouts: newLayoutCache(DefaultLayoutCache)}, nil
+	return &Store{dir: dir, cache: newReadCache(DefaultReadCache)}, nil
 }
 
 // mkdirDurable creates dir (private: chunk files hold every user's data, and

@@ -49,7 +49,7 @@ func (s *Store) Upgrade() (upgraded, damaged int, err error) {
 		if err := replaceChunk(s.path(h), content); err != nil {
 			return err
 		}
-		s.layouts.remove(h)
+		s.cache.remove(layoutKey(h))
 		dirs[filepath.Dir(s.path(h))] = true
 		upgraded++
 		return nil

@@ -45,7 +45,7 @@ func mountCommand() *cli.Command {
 			&cli.StringFlag{Name: "pprof", Usage: "serve Go's profiler (net/http/pprof) on `ADDR`, e.g. localhost:6060"},
 			&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics on /metrics and health probes on /healthz at `ADDR`, e.g. :9810"},
 			&cli.StringFlag{Name: "read-ahead", Value: "4MiB", Usage: "how far the kernel reads ahead of a sequential reader (`SIZE`; 0: the kernel's default)"},
-			&cli.StringFlag{Name: "read-cache", Value: "16MiB", Usage: "memory kept for the verification trees of the chunks read last (`SIZE`; about 4 KiB per MiB of content, so the default covers 4 GiB)"},
+			&cli.StringFlag{Name: "read-cache", Value: "32MiB", Usage: "memory kept for reads of sealed content: the verification trees of the chunks read last (about 4 KiB per MiB of content) and the 16 KiB groups small reads needed (`SIZE`)"},
 			&cli.StringFlag{Name: "memory-limit", Value: "200MiB", Usage: "the heap `SIZE` the Go runtime collects garbage to stay under (a soft limit; 0: none; GOMEMLIMIT wins)"},
 			&cli.StringFlag{Name: "rules", Usage: "a rules `FILE` saying who owns which paths (default: Flink's layout)"},
 			&cli.DurationFlag{Name: "gc-interval", Usage: "run the collector this often (0: never; statefs gc runs it on demand)"},
@@ -85,7 +85,7 @@ func runMount(c *cli.Context) error {
 	}
 	readCache, err := humanize.ParseBytes(c.String("read-cache"))
 	if err != nil {
-		return fmt.Errorf("%w: --read-cache %q is not a size such as 16MiB", errUsage, c.String("read-cache"))
+		return fmt.Errorf("%w: --read-cache %q is not a size such as 32MiB", errUsage, c.String("read-cache"))
 	}
 	mnt, err := filepath.Abs(c.Args().First())
 	if err != nil {
@@ -132,7 +132,7 @@ func runMount(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	s.Chunks.SetLayoutCache(int64(readCache))
+	s.Chunks.SetReadCache(int64(readCache))
 	var m *metrics.Metrics // nil records nothing
 	if metricsLn != nil {
 		m = metrics.New(s)
