@@ -260,15 +260,18 @@ func zstdFrame(t *testing.T, data []byte) []byte {
 	return e.EncodeAll(data, nil)
 }
 
-// FuzzChunkRead puts arbitrary bytes where a three-group chunk lives and
-// reads a range of it: ReadAt never panics, and returns the chunk's bytes or
-// an error wrapping ErrCorrupt, never other bytes.
+// FuzzChunkRead damages a three-group chunk file, framed or raw (up to
+// three bytes changed, the file cut or not), and reads a range of it:
+// ReadAt never panics, and returns the chunk's bytes or an error wrapping
+// ErrCorrupt, never other bytes. Mutating a valid file rather than fuzzing
+// whole files keeps each try small, so the fuzzer explores the layout.
 func FuzzChunkRead(f *testing.F) {
-	want := append(text(2*cas.GroupSize), random(cas.GroupSize/2, 7)...)
-	h := cas.Sum(want)
+	framed := append(text(2*cas.GroupSize), random(cas.GroupSize/2, 7)...)
+	raw := random(len(framed), 8)
+	files := map[bool][]byte{}
 	{
 		s, dir := openStore(f)
-		for _, data := range [][]byte{want, random(len(want), 8)} {
+		for _, data := range [][]byte{framed, raw} {
 			if _, err := s.Put(cas.Sum(data), data); err != nil {
 				f.Fatal(err)
 			}
@@ -276,14 +279,31 @@ func FuzzChunkRead(f *testing.F) {
 			if err != nil {
 				f.Fatal(err)
 			}
-			f.Add(b, uint32(cas.GroupSize-7), uint16(4096)) // framed, then raw
+			files[bytes.Equal(data, framed)] = b
 		}
 	}
+	f.Add(true, uint32(0), byte(0), uint32(0), byte(0), uint32(0), byte(0), uint32(0), uint32(cas.GroupSize-7), uint16(4096))
+	f.Add(false, uint32(100), byte(1), uint32(5000), byte(0x80), uint32(0), byte(0), uint32(0), uint32(0), uint16(65535))
+	f.Add(true, uint32(30), byte(0xff), uint32(600), byte(3), uint32(2000), byte(9), uint32(3000), uint32(cas.GroupSize*2), uint16(100))
 	s, dir := openStore(f)
 	s.SetReadCache(0)
-	path := chunkPath(dir, h)
-	f.Fuzz(func(t *testing.T, file []byte, off uint32, n uint16) {
-		if err := os.WriteFile(path, file, 0o600); err != nil {
+	f.Fuzz(func(t *testing.T, isFramed bool, p1 uint32, x1 byte, p2 uint32, x2 byte, p3 uint32, x3 byte, cut uint32, off uint32, n uint16) {
+		want := raw
+		if isFramed {
+			want = framed
+		}
+		file := bytes.Clone(files[isFramed])
+		for _, d := range []struct {
+			p uint32
+			x byte
+		}{{p1, x1}, {p2, x2}, {p3, x3}} {
+			file[int(d.p)%len(file)] ^= d.x
+		}
+		if cut > 0 {
+			file = file[:int(cut)%len(file)]
+		}
+		h := cas.Sum(want)
+		if err := os.WriteFile(chunkPath(dir, h), file, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		got := make([]byte, n)
