@@ -104,6 +104,14 @@ func TestCheckFindsEachFileProblem(t *testing.T) {
 			b[len(b)-1] ^= 0x40
 			must(t, os.WriteFile(path, b, 0o600))
 		}, nil, lostChunk(store.ProblemCorruptChunk)},
+		// The chunk is 100 KiB of random bytes: raw, seven 16 KiB groups,
+		// a 384-byte tree after the 20-byte header, zeros up to 4096.
+		{"flipped byte in a chunk's verification tree", func(t *testing.T, cs checkedStore) {
+			flip(t, cs.chunkPath(cs.chunk), 100)
+		}, nil, lostChunk(store.ProblemCorruptChunk)},
+		{"flipped byte in a chunk's padding", func(t *testing.T, cs checkedStore) {
+			flip(t, cs.chunkPath(cs.chunk), 2000)
+		}, nil, lostChunk(store.ProblemCorruptChunk)},
 		{"chunk file cut short", func(t *testing.T, cs checkedStore) {
 			must(t, os.Truncate(cs.chunkPath(cs.chunk), 100))
 		}, nil, lostChunk(store.ProblemCorruptChunk)},
@@ -146,6 +154,14 @@ func TestCheckFindsEachFileProblem(t *testing.T) {
 			}
 		})
 	}
+}
+
+func flip(t *testing.T, path string, off int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	must(t, err)
+	b[off] ^= 0x40
+	must(t, os.WriteFile(path, b, 0o600))
 }
 
 // TestOpenForCheckRecoversNothing checks that a check sees what a crash
