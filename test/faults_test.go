@@ -414,7 +414,7 @@ func TestIOErrorDamagedChunks(t *testing.T) {
 	m := mountFS(t, "--seal-delay", "0")
 	names := []string{"truncated", "directory", "flipped", "intact"}
 	contents, chunks := faultFiles(t, m, names...)
-	m.Restart() // the daemon's chunk cache and the kernel's pages start empty
+	m.Restart() // the daemon's read cache and the kernel's pages start empty
 
 	lost := map[string]string{} // file -> its damaged chunk file
 	for _, name := range names[:3] {
