@@ -62,7 +62,7 @@ run: build
 	@echo "statefs: mounting on $(MNT); stop with Ctrl-C, kill -TERM <pid>, or: umount $(MNT)"
 	$(CURDIR)/$(BIN) mount --store $(STORE) $(MNT)
 
-# bench runs the side-by-side benchmark of issue 4 (statefs vs the bare disk
+# bench runs the side-by-side benchmark (statefs vs the bare disk
 # vs go-fuse's loopback; as root, about 11 minutes on 2 cores) and writes
 # var/bench/result.md and var/bench/result.json; BENCHMARKS.md keeps the
 # latest tables. Sizes: BENCH_FLAGS="--reps 1 ..." (go run ./test/bench -h).
