@@ -44,25 +44,15 @@ func (b *Bulk) Put(h Hash, data []byte) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("cas: put %s: %w", h, err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), tempPrefix+"*")
-	if err != nil {
-		return fmt.Errorf("cas: put %s: %w", h, err)
-	}
 	content, err := encode(h, data, &b.buf)
-	for _, p := range content {
-		if err != nil {
-			break
-		}
-		_, err = f.Write(p)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	var tmp string
+	if err == nil {
+		tmp, _, err = writeTemp(filepath.Dir(path), false, content)
 	}
 	if err != nil {
-		os.Remove(f.Name())
 		return fmt.Errorf("cas: put %s: %w", h, err)
 	}
-	b.pending = append(b.pending, [2]string{f.Name(), path})
+	b.pending = append(b.pending, [2]string{tmp, path})
 	if len(b.pending) >= bulkBatch {
 		return b.Flush()
 	}

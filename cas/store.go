@@ -137,35 +137,16 @@ func (s *Store) Put(h Hash, data []byte) (stored int64, err error) {
 // nothing there and returns 0.
 func writeChunk(path string, content ...[]byte) (int64, error) {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	tmp, n, err := writeTemp(dir, true, content)
 	if err != nil {
 		return 0, err
-	}
-	tmp := f.Name()
-	fail := func(err error) (int64, error) {
-		f.Close()
-		os.Remove(tmp)
-		return 0, err
-	}
-	var n int64
-	for _, p := range content {
-		m, err := f.Write(p)
-		n += int64(m)
-		if err != nil {
-			return fail(err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		return fail(err)
 	}
 	switch err := os.Link(tmp, path); {
 	case errors.Is(err, fs.ErrExist):
 		n = 0 // a concurrent Put of the same chunk won
 	case err != nil:
-		return fail(err)
+		os.Remove(tmp)
+		return 0, err
 	}
 	if err := os.Remove(tmp); err != nil {
 		return 0, err
@@ -174,6 +155,34 @@ func writeChunk(path string, content ...[]byte) (int64, error) {
 		return 0, err
 	}
 	return n, nil
+}
+
+// writeTemp writes content to a new temporary file in dir, synced if sync
+// is set, and returns its path and length; on an error it leaves no file.
+func writeTemp(dir string, sync bool, content [][]byte) (string, int64, error) {
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return "", 0, err
+	}
+	var n int64
+	for _, p := range content {
+		m, werr := f.Write(p)
+		n += int64(m)
+		if err = werr; err != nil {
+			break
+		}
+	}
+	if err == nil && sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", 0, err
+	}
+	return f.Name(), n, nil
 }
 
 func syncDir(dir string) error {

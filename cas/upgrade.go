@@ -68,26 +68,13 @@ func (s *Store) Upgrade() (upgraded, damaged int, err error) {
 // replaceChunk writes content to a temporary file beside path, syncs it and
 // renames it over path. The caller syncs the directory.
 func replaceChunk(path string, content [][]byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), tempPrefix+"*")
+	tmp, _, err := writeTemp(filepath.Dir(path), true, content)
 	if err != nil {
 		return err
 	}
-	for _, p := range content {
-		if err == nil {
-			_, err = f.Write(p)
-		}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return nil
 }

@@ -380,14 +380,21 @@ func requireEIO(t *testing.T, m *Mount, name, chunk string) {
 	dropCache(t, m.Path(name))
 	_, err := os.ReadFile(m.Path(name))
 	require.True(t, errors.Is(err, syscall.EIO), "reading %s with a damaged chunk: %v, want EIO", name, err)
+	requireLogLine(t, m, "unreadable content", name, filepath.Base(chunk))
+}
+
+// requireLogLine waits up to 5 s for a line of the daemon's log that holds
+// every one of parts.
+func requireLogLine(t *testing.T, m *Mount, parts ...string) {
+	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		for _, line := range strings.Split(m.Log(), "\n") {
-			if strings.Contains(line, "unreadable content") && strings.Contains(line, name) && strings.Contains(line, filepath.Base(chunk)) {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
 				return
 			}
 		}
 	}
-	t.Fatalf("no log line names %s and chunk %s:\n%s", name, filepath.Base(chunk), tail(m.Log(), 4000))
+	t.Fatalf("no log line says %q:\n%s", parts, tail(m.Log(), 4000))
 }
 
 // damagedFiles is the damaged-file problems fsck reported, by file name.

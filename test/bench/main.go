@@ -1,7 +1,7 @@
 // Command bench measures statefs side by side with the bare disk and with a
-// bare FUSE loopback on the same disk (issue 4): eight workloads modelled on
+// bare FUSE loopback on the same disk: eight workloads modelled on
 // Flink running RocksDB, each repeated with the three targets taking turns,
-// printed as one table per workload with the issue's targets, and written
+// printed as one table per workload with its targets, and written
 // as JSON. BENCHMARKS.md at the repository root holds the latest tables.
 //
 //	go run ./test/bench [--dir DIR] [--reps N] [--workloads 1,2,...] [size flags]
