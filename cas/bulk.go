@@ -34,6 +34,9 @@ func (s *Store) Bulk() *Bulk { return &Bulk{s: s} }
 // a chunk with that hash is already stored; it flushes every bulkBatch
 // chunks.
 func (b *Bulk) Put(h Hash, data []byte) error {
+	if err := b.s.writable("put", h); err != nil {
+		return err
+	}
 	if len(data) > MaxChunk {
 		return fmt.Errorf("cas: put %s: %d bytes, more than a chunk's %d", h, len(data), MaxChunk)
 	}

@@ -15,6 +15,8 @@ var (
 	// ErrCorrupt means a chunk file is damaged: a bad header, a truncated or
 	// undecodable payload, or bytes that do not match the hash (DESIGN invariant 5).
 	ErrCorrupt = errors.New("chunk corrupt")
+	// ErrReadOnly is a write asked of a store opened read-only.
+	ErrReadOnly = errors.New("chunk store opened read-only")
 )
 
 // tempPrefix starts the name of every temporary file; no chunk name has it.
@@ -25,8 +27,9 @@ const tempPrefix = ".tmp-"
 // for concurrent use. Errors from the operating system are wrapped, so
 // errors.Is(err, syscall.ENOSPC) and the like work.
 type Store struct {
-	dir   string
-	cache *readCache
+	dir      string
+	cache    *readCache
+	readOnly bool
 }
 
 // Open opens the store in dir, creating dir and its fan-out subdirectories if
@@ -62,6 +65,25 @@ func Open(dir string) (*Store, error) {
 		}
 	}
 	return &Store{dir: dir, cache: newReadCache(DefaultReadCache)}, nil
+}
+
+// OpenReadOnly opens the store in dir for reading: it creates, removes and
+// changes nothing there, and Put, Remove and Upgrade fail with ErrReadOnly.
+func OpenReadOnly(dir string) (*Store, error) {
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("cas: open %s: %w", dir, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("cas: open %s: not a directory", dir)
+	}
+	return &Store{dir: dir, cache: newReadCache(DefaultReadCache), readOnly: true}, nil
+}
+
+// writable fails a write to a store opened read-only.
+func (s *Store) writable(op string, h Hash) error {
+	if s.readOnly {
+		return fmt.Errorf("cas: %s %s: %w", op, h, ErrReadOnly)
+	}
+	return nil
 }
 
 // mkdirDurable creates dir (private: chunk files hold every user's data, and
@@ -104,6 +126,9 @@ func (s *Store) path(h Hash) string {
 // temporary file nor a partial chunk. data is at most MaxChunk bytes: Get
 // refuses longer chunks as damaged.
 func (s *Store) Put(h Hash, data []byte) (stored int64, err error) {
+	if err := s.writable("put", h); err != nil {
+		return 0, err
+	}
 	if len(data) > MaxChunk {
 		return 0, fmt.Errorf("cas: put %s: %d bytes, more than a chunk's %d", h, len(data), MaxChunk)
 	}
@@ -224,6 +249,9 @@ func (s *Store) Size(h Hash) (int64, error) {
 // Remove deletes chunk h; a missing chunk is not an error. The removal is not
 // synced: if a crash undoes it, the chunk is merely garbage again.
 func (s *Store) Remove(h Hash) error {
+	if err := s.writable("remove", h); err != nil {
+		return err
+	}
 	if err := os.Remove(s.path(h)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("cas: remove %s: %w", h, err)
 	}

@@ -16,6 +16,9 @@ import (
 // the new one, both readable, and a later Upgrade finishes the work.
 // Nothing else may use the store meanwhile.
 func (s *Store) Upgrade() (upgraded, damaged int, err error) {
+	if s.readOnly {
+		return 0, 0, fmt.Errorf("cas: upgrade: %w", ErrReadOnly)
+	}
 	dirs := map[string]bool{}
 	var buf []byte
 	bp := new([]byte)

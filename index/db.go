@@ -13,8 +13,10 @@ package index
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,11 +56,16 @@ var (
 	// (badger's limit, about 15% of a memtable: some 20,000 records); none
 	// of it is committed.
 	ErrTooLarge = errors.New("too large for one index transaction")
+	// ErrReadOnly is a change asked of an index opened read-only.
+	ErrReadOnly = errors.New("index opened read-only")
 )
 
 // DB is an open index.
 type DB struct {
-	bdb     *badger.DB
+	bdb      *badger.DB
+	readOnly bool
+	// scratch is the copy a read-only DB replays a killed daemon's log in.
+	scratch string
 	writeMu sync.Mutex
 	inos    *badger.Sequence
 	staging *badger.Sequence
@@ -92,31 +99,13 @@ func memTableSize() (int64, error) {
 
 // Open opens or creates the index in dir.
 func Open(dir string) (*DB, error) {
-	memTable, err := memTableSize()
+	opts, err := options(dir)
 	if err != nil {
 		return nil, err
 	}
-	opts := badger.DefaultOptions(dir).
-		WithLogger(badgerLogger{}).
-		WithSyncWrites(false).
-		WithDetectConflicts(false).
-		WithNumVersionsToKeep(1).
-		WithMemTableSize(memTable).
-		WithNumMemtables(3).
-		WithBlockCacheSize(32 << 20).
-		WithIndexCacheSize(16 << 20).
-		WithValueLogFileSize(64 << 20).
-		WithValueThreshold(64 << 10).
-		WithCompactL0OnClose(false)
-	bdb, err := badger.Open(opts)
-	if err != nil && strings.Contains(err.Error(), z.NewFile.Error()) {
-		// A kill between creating a memtable file and sizing it leaves an
-		// empty .mem file; badger's first open sizes it and then fails, the
-		// second succeeds (badger issue 2207). The file held no commits.
-		bdb, err = badger.Open(opts)
-	}
+	bdb, err := openBadger(opts)
 	if err != nil {
-		return nil, fmt.Errorf("opening index %s: %w", dir, err)
+		return nil, err
 	}
 	db := &DB{bdb: bdb}
 	if err := db.init(); err != nil {
@@ -139,6 +128,127 @@ func Open(dir string) (*DB, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// OpenReadOnly opens the index in dir for reading and changes none of its
+// files: Update fails with ErrReadOnly, and badger flushes, compacts and
+// truncates nothing. An index whose daemon was killed still has a log that
+// badger must replay, and replaying writes: it is copied to a scratch
+// directory under os.TempDir() and replayed there, so the reader sees every
+// commit the log holds; Close removes the copy. A version 1 index is read
+// as it is.
+func OpenReadOnly(dir string) (*DB, error) {
+	opts, err := options(dir)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{readOnly: true}
+	db.bdb, err = openBadger(opts.WithReadOnly(true))
+	// badger wraps this error without %w.
+	if err != nil && strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error()) {
+		if db.scratch, err = copyDir(dir); err != nil {
+			return nil, fmt.Errorf("copying index %s to replay its log: %w", dir, err)
+		}
+		opts.Dir, opts.ValueDir = db.scratch, db.scratch
+		db.bdb, err = openBadger(opts.WithNumCompactors(0))
+	}
+	if err != nil {
+		db.removeScratch()
+		return nil, err
+	}
+	if err := db.View(func(tx *Tx) error {
+		v, err := tx.get(versionKey())
+		if err != nil {
+			return fmt.Errorf("%w: index has no version: %w", ErrFormat, err)
+		}
+		if len(v) != 1 || (v[0] != FormatVersion && v[0] != formatV1) {
+			return fmt.Errorf("%w: index has version %v, this statefs reads %d", ErrFormat, v, FormatVersion)
+		}
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// copyDir copies the files of badger directory dir, but its lock, into a
+// new scratch directory and returns its path.
+func copyDir(dir string) (scratch string, err error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	if scratch, err = os.MkdirTemp("", "statefs-index-"); err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if e.Name() == "LOCK" || !e.Type().IsRegular() {
+			continue
+		}
+		if err = copyFile(filepath.Join(dir, e.Name()), filepath.Join(scratch, e.Name())); err != nil {
+			os.RemoveAll(scratch)
+			return "", err
+		}
+	}
+	return scratch, nil
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func (db *DB) removeScratch() {
+	if db.scratch != "" {
+		os.RemoveAll(db.scratch)
+	}
+}
+
+// options are badger's options for the index in dir.
+func options(dir string) (badger.Options, error) {
+	memTable, err := memTableSize()
+	if err != nil {
+		return badger.Options{}, err
+	}
+	return badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{}).
+		WithSyncWrites(false).
+		WithDetectConflicts(false).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(memTable).
+		WithNumMemtables(3).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithValueThreshold(64 << 10).
+		WithCompactL0OnClose(false), nil
+}
+
+func openBadger(opts badger.Options) (*badger.DB, error) {
+	bdb, err := badger.Open(opts)
+	if err != nil && !opts.ReadOnly && strings.Contains(err.Error(), z.NewFile.Error()) {
+		// A kill between creating a memtable file and sizing it leaves an
+		// empty .mem file; badger's first open sizes it and then fails, the
+		// second succeeds (badger issue 2207). The file held no commits.
+		bdb, err = badger.Open(opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening index %s: %w", opts.Dir, err)
+	}
+	return bdb, nil
 }
 
 // init writes the format version and the root directory of a new index, or
@@ -167,8 +277,13 @@ func (db *DB) init() error {
 
 // Close releases the sequences and closes badger.
 func (db *DB) Close() error {
-	err := errors.Join(db.inos.Release(), db.staging.Release(), db.owners.Release())
-	return errors.Join(err, db.bdb.Close())
+	var err error
+	if !db.readOnly {
+		err = errors.Join(db.inos.Release(), db.staging.Release(), db.owners.Release())
+	}
+	err = errors.Join(err, db.bdb.Close())
+	db.removeScratch()
+	return err
 }
 
 // Sync makes every committed transaction durable against power loss.
@@ -190,12 +305,18 @@ func (db *DB) Sync() error {
 
 // NewIno allocates an inode number never handed out before.
 func (db *DB) NewIno() (uint64, error) {
+	if db.readOnly {
+		return 0, ErrReadOnly
+	}
 	n, err := db.inos.Next()
 	return n + RootIno + 1, err
 }
 
 // NewStagingID allocates a staging file id never handed out before.
 func (db *DB) NewStagingID() (uint64, error) {
+	if db.readOnly {
+		return 0, ErrReadOnly
+	}
 	n, err := db.staging.Next()
 	return n + 1, err
 }
@@ -206,8 +327,12 @@ func (db *DB) View(fn func(*Tx) error) error {
 }
 
 // Update runs fn in a read-write transaction and commits it if fn returns
-// nil. Updates run one at a time.
+// nil. Updates run one at a time. On an index opened read-only it fails
+// with ErrReadOnly and runs nothing.
 func (db *DB) Update(fn func(*Tx) error) error {
+	if db.readOnly {
+		return ErrReadOnly
+	}
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
 	txn := db.bdb.NewTransaction(true)

@@ -33,29 +33,43 @@ func IsError(p index.Problem) bool {
 	return p.Kind != ProblemGarbageChunk && p.Kind != ProblemStrayStaging
 }
 
-// OpenForCheck opens the existing store in dir for an offline check: it
-// takes the lock as Open does (ErrInUse if a daemon serves the store) but
-// recovers nothing, so that Check sees exactly what the last process left.
-// The store is not created if missing. The caller only reads it, and
-// closes it.
-func OpenForCheck(dir string) (*Store, error) {
-	dir, err := filepath.Abs(dir)
+// OpenReadOnly opens the existing store in dir to read it while no daemon
+// serves it (ErrInUse if one does), and changes none of its files: it
+// recovers nothing, upgrades nothing, keeps no free-space reserve, and its
+// index and chunk store refuse writes. A store whose daemon was killed is
+// read as the kill left it (index.OpenReadOnly replays the index's log in a
+// scratch copy). Several read-only opens may share a store.
+func OpenReadOnly(dir string) (*Store, error) {
+	dir, err := existingStore(dir)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
-		return nil, fmt.Errorf("%s is not a statefs store (no FORMAT file)", dir)
-	}
-	// A version 1 store is checked as it is: its chunk files still read.
-	if _, err := checkFormat(dir); err != nil {
+	lock, err := takeLock(dir, true)
+	if err != nil {
 		return nil, err
 	}
-	for _, sub := range []string{"index", "chunks", "staging"} {
-		if fi, err := os.Stat(filepath.Join(dir, sub)); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("store %s has no %s directory", dir, sub)
-		}
+	s := &Store{Dir: dir, lock: lock}
+	if s.Index, err = index.OpenReadOnly(filepath.Join(dir, "index")); err != nil {
+		s.Close()
+		return nil, err
 	}
-	lock, err := takeLock(dir)
+	if s.Chunks, err = cas.OpenReadOnly(filepath.Join(dir, "chunks")); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenForRepair opens the existing store in dir for an offline repair: it
+// takes the lock as Open does (ErrInUse if a daemon serves the store) but
+// recovers nothing, so that Check and Repair see exactly what the last
+// process left. The store is not created if missing.
+func OpenForRepair(dir string) (*Store, error) {
+	dir, err := existingStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := takeLock(dir, false)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +82,28 @@ func OpenForCheck(dir string) (*Store, error) {
 	return s, nil
 }
 
+// existingStore returns the absolute path of dir if it holds a store this
+// statefs reads (a version 1 store is read as it is: its chunk files still
+// read), without creating or changing anything.
+func existingStore(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
+		return "", fmt.Errorf("%s is not a statefs store (no FORMAT file)", dir)
+	}
+	if _, err := checkFormat(dir); err != nil {
+		return "", err
+	}
+	for _, sub := range []string{"index", "chunks", "staging"} {
+		if fi, err := os.Stat(filepath.Join(dir, sub)); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("store %s has no %s directory", dir, sub)
+		}
+	}
+	return dir, nil
+}
+
 // Check runs index.Check and then checks the files against the index:
 // every chunk a manifest uses is a chunk file in the chunk store (with
 // verify, it reads each one and checks its hash: DESIGN invariant 5),
@@ -76,7 +112,7 @@ func OpenForCheck(dir string) (*Store, error) {
 // reading back as its hash) is reported once more, as a damaged file with
 // its paths and lost ranges: that is what Repair would change. Use IsError
 // to tell inconsistencies from leftovers. The store must not be in use
-// (OpenForCheck).
+// (OpenReadOnly or OpenForRepair).
 func (s *Store) Check(verify bool) ([]index.Problem, error) {
 	problems, used, err := s.Index.Check()
 	if err != nil {

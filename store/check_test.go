@@ -58,9 +58,9 @@ func (cs checkedStore) stagingPath(id uint64) string {
 // Check reports, sorted and deduplicated; every problem is logged.
 func (cs checkedStore) check(t *testing.T, verify bool) []string {
 	t.Helper()
-	s, err := store.OpenForCheck(cs.dir)
+	s, err := store.OpenReadOnly(cs.dir)
 	if err != nil {
-		t.Fatalf("OpenForCheck: %v", err)
+		t.Fatalf("OpenReadOnly: %v", err)
 	}
 	defer s.Close()
 	ps, err := s.Check(verify)
@@ -164,13 +164,13 @@ func flip(t *testing.T, path string, off int) {
 	must(t, os.WriteFile(path, b, 0o600))
 }
 
-// TestOpenForCheckRecoversNothing checks that a check sees what a crash
+// TestOpenReadOnlyRecoversNothing checks that a check sees what a crash
 // left, which Open would clean up, and that only leftovers are not errors.
-func TestOpenForCheckRecoversNothing(t *testing.T) {
+func TestOpenReadOnlyRecoversNothing(t *testing.T) {
 	cs := newCheckedStore(t)
 	stray := cs.stagingPath(cs.staging + 1000)
 	must(t, os.WriteFile(stray, nil, 0o600))
-	s, err := store.OpenForCheck(cs.dir)
+	s, err := store.OpenReadOnly(cs.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,26 +192,37 @@ func TestOpenForCheckRecoversNothing(t *testing.T) {
 	}
 }
 
-func TestOpenForCheckRefusesStoreInUse(t *testing.T) {
+// The offline opens, for reading and for a repair, refuse a store a daemon
+// serves, and never create one.
+var offlineOpens = []struct {
+	name string
+	open func(string) (*store.Store, error)
+}{{"OpenReadOnly", store.OpenReadOnly}, {"OpenForRepair", store.OpenForRepair}}
+
+func TestOfflineOpenRefusesStoreInUse(t *testing.T) {
 	cs := newCheckedStore(t)
 	s, _ := open(t, cs.dir)
 	defer s.Close()
-	if c, err := store.OpenForCheck(cs.dir); !errors.Is(err, store.ErrInUse) {
-		if c != nil {
-			c.Close()
+	for _, o := range offlineOpens {
+		if c, err := o.open(cs.dir); !errors.Is(err, store.ErrInUse) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("%s of a store in use: %v, want ErrInUse", o.name, err)
 		}
-		t.Errorf("OpenForCheck of a store in use: %v, want ErrInUse", err)
 	}
 }
 
-func TestOpenForCheckRefusesNoStore(t *testing.T) {
+func TestOfflineOpenRefusesNoStore(t *testing.T) {
 	dir := t.TempDir()
-	if s, err := store.OpenForCheck(filepath.Join(dir, "nothing")); err == nil {
-		s.Close()
-		t.Error("OpenForCheck of a missing directory succeeded")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "nothing")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("OpenForCheck created the store: %v", err)
+	for _, o := range offlineOpens {
+		if s, err := o.open(filepath.Join(dir, "nothing")); err == nil {
+			s.Close()
+			t.Errorf("%s of a missing directory succeeded", o.name)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "nothing")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s created the store: %v", o.name, err)
+		}
 	}
 }
 

@@ -26,7 +26,7 @@ type Repaired struct {
 // removes the damaged chunk files, so that content written again later is
 // stored afresh instead of deduplicated against them. It repairs nothing
 // else: Check's other problems stay for the operator. The store must not be
-// in use (OpenForCheck); only `statefs fsck --repair` calls it.
+// in use (OpenForRepair); only `statefs fsck --repair` calls it.
 func (s *Store) Repair() (Repaired, error) {
 	var r Repaired
 	used, err := s.Index.UsedChunks()

@@ -58,7 +58,7 @@ func newDamagedStore(t *testing.T) damagedStore {
 // that Check(true) finds consistent.
 func TestRepairMakesLostRangesHoles(t *testing.T) {
 	ds := newDamagedStore(t)
-	s, err := store.OpenForCheck(ds.dir)
+	s, err := store.OpenForRepair(ds.dir)
 	must(t, err)
 	r, err := s.Repair()
 	must(t, err)
@@ -101,7 +101,7 @@ func TestRepairMakesLostRangesHoles(t *testing.T) {
 func TestCheckDoesNotRepair(t *testing.T) {
 	ds := newDamagedStore(t)
 	for range 2 {
-		s, err := store.OpenForCheck(ds.dir)
+		s, err := store.OpenReadOnly(ds.dir)
 		must(t, err)
 		ps, err := s.Check(true)
 		must(t, err)
@@ -142,7 +142,7 @@ func TestScrubFindsDamagedChunks(t *testing.T) {
 	gpath := filepath.Join(ds.dir, "chunks", gh.String()[:2], gh.String())
 	must(t, os.Truncate(gpath, 3))
 
-	s, err := store.OpenForCheck(ds.dir)
+	s, err := store.OpenReadOnly(ds.dir)
 	must(t, err)
 	defer s.Close()
 	calls, total := 0, -1

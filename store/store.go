@@ -67,7 +67,7 @@ func Open(dir string) (*Store, []uint64, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	lock, err := takeLock(dir)
+	lock, err := takeLock(dir, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -183,25 +183,34 @@ func (s *Store) upgrade() error {
 	return nil
 }
 
-// takeLock holds an exclusive flock on dir/LOCK for the life of the
-// process, so that two daemons never serve one store.
-func takeLock(dir string) (*os.File, error) {
+// takeLock holds a flock on dir/LOCK for the life of the process: an
+// exclusive one, so that two daemons never serve one store, or with shared
+// set a shared one, which excludes a daemon but not other readers and
+// writes nothing.
+func takeLock(dir string, shared bool) (*os.File, error) {
+	path := filepath.Join(dir, "LOCK")
 	// O_NOFOLLOW: the lock file is truncated and written, never through a
 	// symlink to outside the store.
-	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	flag, how := os.O_RDWR|os.O_CREATE, syscall.LOCK_EX
+	if shared {
+		flag, how = os.O_RDONLY, syscall.LOCK_SH
+	}
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("locking store: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(f.Name())
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w: %s (held by pid %s)", ErrInUse, dir, strings.TrimSpace(string(holder)))
 		}
 		return nil, fmt.Errorf("locking store: %w", err)
 	}
-	f.Truncate(0)
-	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	if !shared {
+		f.Truncate(0)
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
 	return f, nil
 }
 

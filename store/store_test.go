@@ -2,11 +2,8 @@ package store_test
 
 import (
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,36 +76,6 @@ func TestOpenTwiceIsInUse(t *testing.T) {
 	s.Close()
 }
 
-// snapshot records every name, size, mode and modification time under dir
-// and the content of its small files.
-func snapshot(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	m := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		v := fmt.Sprint(fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
-		if fi.Mode().IsRegular() && fi.Size() < 1<<16 {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			v += " " + string(b)
-		}
-		m[p] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func TestOpenRefusesForeignDirectories(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -176,9 +143,7 @@ func TestOpenRefusesForeignDirectories(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.errHas) {
 				t.Errorf("Open = %q, want a message with %q", err, tc.errHas)
 			}
-			if after := snapshot(t, dir); !reflect.DeepEqual(after, before) {
-				t.Errorf("refused Open changed the directory:\nbefore %v\nafter  %v", before, after)
-			}
+			requireSameFiles(t, "a refused Open", before, snapshot(t, dir))
 		})
 	}
 }

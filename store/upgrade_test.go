@@ -42,7 +42,7 @@ func TestOpenUpgradesVersion1(t *testing.T) {
 		}
 
 		// Read as it is, for a check, without upgrading.
-		c, err := store.OpenForCheck(dir)
+		c, err := store.OpenReadOnly(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

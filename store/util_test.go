@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -186,4 +187,58 @@ func fileContent(t *testing.T, f *os.File) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// fileState is what a read must not change about a file of the store.
+type fileState struct {
+	mode  fs.FileMode
+	size  int64
+	mtime int64
+	sum   [32]byte
+}
+
+// snapshot records every file and directory under dir.
+func snapshot(t *testing.T, dir string) map[string]fileState {
+	t.Helper()
+	files := map[string]fileState{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st := fileState{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			st.sum = sha256.Sum256(b)
+		}
+		rel, _ := filepath.Rel(dir, path)
+		files[rel] = st
+		return nil
+	})
+	must(t, err)
+	return files
+}
+
+// requireSameFiles fails the test for every file created, removed or
+// changed between two snapshots.
+func requireSameFiles(t *testing.T, what string, before, after map[string]fileState) {
+	t.Helper()
+	for p, b := range before {
+		if a, ok := after[p]; !ok {
+			t.Errorf("%s removed %s", what, p)
+		} else if a != b {
+			t.Errorf("%s changed %s: %+v, was %+v", what, p, a, b)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			t.Errorf("%s created %s", what, p)
+		}
+	}
 }

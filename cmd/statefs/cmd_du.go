@@ -33,7 +33,7 @@ func duCommand() *cli.Command {
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
 			var du *control.DiskUsage
-			err = onStore(c,
+			err = readStore(c,
 				func(s *store.Store) (err error) { du, err = control.DU(s, by); return err },
 				func(d *control.Client) (err error) { du, err = d.DU(c.Context, by); return err })
 			if err != nil {

@@ -36,7 +36,11 @@ func fsckCommand() *cli.Command {
 			if c.NArg() != 0 {
 				return fmt.Errorf("%w: fsck takes no arguments", errUsage)
 			}
-			s, err := store.OpenForCheck(c.String("store"))
+			open := store.OpenReadOnly
+			if c.Bool("repair") {
+				open = store.OpenForRepair
+			}
+			s, err := open(c.String("store"))
 			if errors.Is(err, store.ErrInUse) {
 				return fmt.Errorf("%w; unmount it first: fsck checks only a store no daemon serves", err)
 			}

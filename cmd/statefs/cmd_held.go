@@ -26,7 +26,7 @@ func heldCommand() *cli.Command {
 				return fmt.Errorf("%w: held takes no arguments", errUsage)
 			}
 			var holds []*index.Hold
-			err := onStore(c,
+			err := readStore(c,
 				func(s *store.Store) (err error) { holds, err = control.Holds(s); return err },
 				func(d *control.Client) (err error) { holds, err = d.Holds(c.Context); return err })
 			if err != nil {

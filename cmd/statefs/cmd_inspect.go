@@ -29,7 +29,7 @@ func inspectCommand() *cli.Command {
 				return err
 			}
 			var in *control.Inspection
-			err := onStore(c,
+			err := readStore(c,
 				func(s *store.Store) (err error) { in, err = control.Inspect(s, path); return err },
 				func(d *control.Client) (err error) { in, err = d.Inspect(c.Context, path); return err })
 			if err != nil {

@@ -23,7 +23,7 @@ func jobsCommand() *cli.Command {
 				return fmt.Errorf("%w: jobs takes no arguments", errUsage)
 			}
 			var jobs []*index.Job
-			err := onStore(c,
+			err := readStore(c,
 				func(s *store.Store) (err error) { jobs, err = control.Jobs(s); return err },
 				func(d *control.Client) (err error) { jobs, err = d.Jobs(c.Context); return err })
 			if err != nil {

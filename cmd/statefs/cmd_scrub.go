@@ -90,7 +90,7 @@ func runScrub(c *cli.Context) error {
 // scrub scrubs the store in dir itself, or has the daemon that serves it
 // do it.
 func scrub(c *cli.Context, dir string, opts store.ScrubOptions) (store.Scrubbed, error) {
-	s, err := store.OpenForCheck(dir)
+	s, err := store.OpenReadOnly(dir)
 	if errors.Is(err, store.ErrInUse) {
 		client, derr := control.Dial(dir)
 		if derr != nil {

@@ -16,15 +16,28 @@ func storeFlag() cli.Flag {
 	return &cli.StringFlag{Name: "store", Usage: "the store `DIR`", Required: true}
 }
 
-// onStore runs a command on the --store: directly when no daemon serves
-// it, through the daemon's control socket when one does. Unlike mount, it
-// never creates a store.
+// onStore runs a command that changes the --store: directly when no
+// daemon serves it, through the daemon's control socket when one does.
+// Unlike mount, it never creates a store.
 func onStore(c *cli.Context, offline func(*store.Store) error, daemon func(*control.Client) error) error {
+	return withStore(c, func(dir string) (*store.Store, error) {
+		s, _, err := store.Open(dir)
+		return s, err
+	}, offline, daemon)
+}
+
+// readStore runs a command that only reads the --store, as onStore does;
+// offline, the store is opened read-only and not one of its files changes.
+func readStore(c *cli.Context, offline func(*store.Store) error, daemon func(*control.Client) error) error {
+	return withStore(c, store.OpenReadOnly, offline, daemon)
+}
+
+func withStore(c *cli.Context, open func(string) (*store.Store, error), offline func(*store.Store) error, daemon func(*control.Client) error) error {
 	dir := c.String("store")
 	if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
 		return fmt.Errorf("%s is not a statefs store (no FORMAT file)", dir)
 	}
-	s, _, err := store.Open(dir)
+	s, err := open(dir)
 	if errors.Is(err, store.ErrInUse) {
 		client, derr := control.Dial(dir)
 		if derr != nil {
