@@ -28,15 +28,16 @@ type Sealed struct {
 	Mtime    int64
 	Stored   int64 // bytes of new chunks written to disk
 
-	// release lets Sweep run again; a Sealed holds the store's sweep lock
-	// from its first chunk until it is committed or dropped.
+	// pinned are the chunks the seal keeps from Sweep until it is committed
+	// or dropped (chunkGuard).
+	pinned  []cas.Hash
+	guard   *chunkGuard
 	release sync.Once
-	unlock  func()
 }
 
 // Drop gives up a seal that will not be committed. Its new chunks are
 // garbage for the next sweep.
-func (x *Sealed) Drop() { x.release.Do(x.unlock) }
+func (x *Sealed) Drop() { x.release.Do(func() { x.guard.unpin(x.pinned) }) }
 
 // Seal cuts the staging content of inode ino into content-defined chunks,
 // stores the ones the store does not have yet, and returns the manifest.
@@ -68,12 +69,8 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 			return nil, fmt.Errorf("sealing inode %d: %w", ino, err)
 		}
 	}
-	// The chunks this seal stores or finds already stored must not be swept
-	// before the manifest that refers to them is committed (DESIGN
-	// invariant 3): hold the sweep lock until then.
-	s.sweep.RLock()
 	x := &Sealed{Ino: ino, Staging: n.Staging, Mtime: st.Mtim.Nano(),
-		Manifest: &manifest.Manifest{Size: uint64(st.Size)}, unlock: s.sweep.RUnlock}
+		Manifest: &manifest.Manifest{Size: uint64(st.Size)}, guard: &s.guard}
 	if st.Size <= InlineMax {
 		x.Manifest.Inline = make([]byte, st.Size)
 		if _, err := io.ReadFull(f, x.Manifest.Inline); err != nil {
@@ -110,6 +107,11 @@ func (s *Store) chunkFile(f *os.File, st *unix.Stat_t, x *Sealed) error {
 			}
 			buf = data
 			h := cas.Sum(data)
+			// The chunk this seal stores or finds already stored must not
+			// be swept before the manifest that refers to it is committed
+			// (DESIGN invariant 3).
+			s.guard.pin(h)
+			x.pinned = append(x.pinned, h)
 			stored, err := s.Chunks.Put(h, data)
 			if err != nil {
 				return err

@@ -42,9 +42,9 @@ type Store struct {
 	Index  *index.DB
 	Chunks *cas.Store
 	lock   *os.File
-	// sweep orders Sweep against seals: seals share it, Sweep holds it alone
-	// while it removes chunks.
-	sweep sync.RWMutex
+	// guard keeps the chunks a seal has found or stored from a sweep until
+	// its commit (guard.go).
+	guard chunkGuard
 	// sweeping lets one Sweep run at a time.
 	sweeping sync.Mutex
 	// beforeRemove, set by tests, runs when Sweep has found chunk h still

@@ -23,14 +23,14 @@ type Swept struct {
 // between writing a chunk and committing its manifest.
 //
 // A seal that found a chunk already stored must not lose it to a sweep that
-// saw it unreferenced (DESIGN invariant 3). Seals hold the sweep lock
-// shared from their first chunk to their commit; Sweep finds its candidates
-// without it (the walk of every chunk is the long part, and seals go on
-// meanwhile), then, a batch at a time, takes it alone, asks the index again
-// whether each candidate is unreferenced, and removes those that are: no
-// seal is between a chunk and its commit then, so a reference it took is
-// in the index. Staging files and open readers hold no chunk references,
-// and sealed content is read only through manifests, which hold them.
+// saw it unreferenced (DESIGN invariant 3). Sweep finds its candidates
+// without any lock (the walk of every chunk is the long part, and seals go
+// on meanwhile), then, a batch at a time, asks the index again whether each
+// is unreferenced and removes those that are and that no seal has pinned
+// (chunkGuard): a seal pins each chunk before it puts it and unpins after
+// its commit, so a reference it took is pinned or in the index. Staging
+// files and open readers hold no chunk references, and sealed content is
+// read only through manifests, which hold them.
 func (s *Store) Sweep(dryRun bool) (Swept, error) {
 	s.sweeping.Lock()
 	defer s.sweeping.Unlock()
@@ -67,30 +67,17 @@ func (s *Store) Sweep(dryRun bool) (Swept, error) {
 	return swept, err
 }
 
-// sweepBatch is how many chunks Sweep removes while seals wait.
+// sweepBatch is how many chunks Sweep dooms and removes at once.
 const sweepBatch = 1024
 
-// sweepBatch removes the candidates that are still unreferenced, with the
-// sweep lock held alone.
+// sweepBatch removes the candidates that are still unreferenced and
+// unpinned; seals that want one of them wait until it is removed.
 func (s *Store) sweepBatch(candidates []cas.Hash, dryRun bool, swept *Swept) error {
-	s.sweep.Lock()
-	defer s.sweep.Unlock()
-	var doomed []cas.Hash
-	err := s.Index.View(func(tx *index.Tx) error {
-		for _, h := range candidates {
-			refs, err := tx.ChunkRefs(h)
-			if err != nil {
-				return err
-			}
-			if refs == 0 { // else a seal found it meanwhile
-				doomed = append(doomed, h)
-			}
-		}
-		return nil
-	})
+	doomed, err := s.guard.doom(s.Index, candidates)
 	if err != nil {
 		return err
 	}
+	defer s.guard.release(doomed)
 	// Removing files is the filesystem's work: a few at once keep the
 	// disk and the cores busy (1M chunks: 79 s one at a time, on 2 cores).
 	var mu sync.Mutex

@@ -181,7 +181,7 @@ func manifestOf(s *store.Store, ino uint64) (*manifest.Manifest, error) {
 // The same race, forced: a seal that deduplicates against a chunk starts
 // right when the sweeper has found the chunk unreferenced and is about to
 // remove it. The seal must wait for the sweep, and then store the chunk
-// anew; without the sweep lock it commits a reference to a chunk the
+// anew; without the chunk guard it commits a reference to a chunk the
 // sweeper then removes.
 func TestSweepWaitsOutADedupingSeal(t *testing.T) {
 	s := newStore(t)
@@ -234,5 +234,55 @@ func TestSweepWaitsOutADedupingSeal(t *testing.T) {
 	}
 	if !bytes.Equal(got, blob) {
 		t.Fatal("the file sealed during the sweep reads back other bytes")
+	}
+}
+
+// A seal holds a sweep off only from the chunks it pinned: a sweep runs to
+// its end while a seal of content whose chunks were garbage waits to
+// commit, removes the other garbage, and leaves the seal's chunks, which
+// the commit then refers to.
+func TestSweepRunsBesideAnUncommittedSeal(t *testing.T) {
+	s := newStore(t)
+	kept, other := random(1<<20, 11), random(1<<20, 12)
+	for name, data := range map[string][]byte{"kept": kept, "other": other} {
+		if err := sealNew(s, name, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := remove(s, name); err != nil { // its chunks are garbage now
+			t.Fatal(err)
+		}
+	}
+	ino, _ := addContent(t, s, "again", kept)
+	x, err := s.Seal(ino) // deduplicated against the garbage, not committed
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan store.Swept, 1)
+	go func() {
+		sw, err := s.Sweep(false)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sw
+	}()
+	select {
+	case sw := <-done:
+		if sw.Chunks == 0 {
+			t.Error("the sweep removed nothing: the other file's chunks were garbage")
+		}
+	case <-time.After(10 * time.Second):
+		x.Drop()
+		t.Fatal("the sweep waited for a seal that had not committed")
+	}
+	if err := s.CommitSeal(x); err != nil {
+		t.Fatal(err)
+	}
+	m := sealedManifest(t, s, ino)
+	got := make([]byte, len(kept))
+	if _, err := s.ReadAt(ino, m, got, 0); err != nil {
+		t.Fatalf("the sweep took a chunk the seal had pinned: %v", err)
+	}
+	if !bytes.Equal(got, kept) {
+		t.Fatal("the sealed file reads back other bytes")
 	}
 }
