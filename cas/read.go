@@ -400,6 +400,8 @@ func layoutKey(h Hash) cacheKey { return cacheKey{h, -1} }
 // readCache keeps what reads need again, the least recently used first to
 // go, up to a number of bytes.
 type readCache struct {
+	// mu guards the fields below; nothing is taken while it is held, and
+	// no chunk file is read under it.
 	mu    sync.Mutex
 	lru   *simplelru.LRU[cacheKey, cached]
 	bytes int64

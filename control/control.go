@@ -24,7 +24,7 @@ import (
 
 	"github.com/statefs/statefs/gc"
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -62,17 +62,17 @@ func (r GCRequest) Oracles() []gc.Oracle {
 
 // VerdictRequest is the operator's word about a job.
 type VerdictRequest struct {
-	Job     string     `json:"job"`
-	Verdict gc.Verdict `json:"verdict"`
+	Job     string        `json:"job"`
+	Verdict index.Verdict `json:"verdict"`
 }
 
 // SetVerdict records the operator's verdict about job in the store's
 // index; the job must have state in the store.
 func SetVerdict(s *store.Store, r VerdictRequest) error {
-	if !gc.ValidJobID(r.Job) {
+	if !owner.IsFlinkID(r.Job) {
 		return fmt.Errorf("%q is not a Flink job id (32 lowercase hex characters)", r.Job)
 	}
-	if r.Verdict != gc.Gone && r.Verdict != gc.Live {
+	if r.Verdict != index.VerdictGone && r.Verdict != index.VerdictLive {
 		return fmt.Errorf("the operator's verdict must be gone or live, not %s", r.Verdict)
 	}
 	return s.Index.Update(func(tx *index.Tx) error {
@@ -83,7 +83,7 @@ func SetVerdict(s *store.Store, r VerdictRequest) error {
 		if err != nil {
 			return err
 		}
-		j.Operator, j.OperatorAt = r.Verdict.String(), index.Now()
+		j.Operator, j.OperatorAt = r.Verdict, index.Now()
 		return tx.PutJob(j)
 	})
 }
@@ -96,7 +96,7 @@ type RestoreRequest struct {
 }
 
 // Restore puts a held tree back into the tree of a store no daemon serves.
-func Restore(s *store.Store, rules *manifest.Rules, r RestoreRequest) error {
+func Restore(s *store.Store, rules *owner.Rules, r RestoreRequest) error {
 	if filepath.IsAbs(r.Dest) {
 		return fmt.Errorf("restore destination %s: give it relative to the mount root: the store is not mounted", r.Dest)
 	}
@@ -143,8 +143,13 @@ type Server struct {
 	// (metrics).
 	Collected func(gc.Report, error)
 
-	gcMu    sync.Mutex    // one collector run at a time
-	scrubMu sync.Mutex    // one scrub at a time
+	// gcMu lets one collector run at a time, from the socket or the
+	// periodic timer, and Close waits for a run with it. It is the first
+	// lock a run takes: the collector's removals take fs's and the store's
+	// locks under it. scrubMu does the same for scrubs, which take only
+	// the chunk store's read cache lock.
+	gcMu    sync.Mutex
+	scrubMu sync.Mutex
 	slots   chan struct{} // requests at work (admit)
 	srv     *http.Server
 	ln      net.Listener

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -53,7 +53,7 @@ func newTestServer(tb testing.TB, fs *fakeFS) *Server {
 	}
 	tb.Cleanup(func() { s.Close() })
 	err = s.Index.Update(func(tx *index.Tx) error {
-		return tx.NoteWrite(manifest.Owner{Level: manifest.LevelJob, Executor: "tm-1", Job: fuzzJob}, index.Now())
+		return tx.NoteWrite(owner.Owner{Level: owner.LevelJob, Executor: "tm-1", Job: fuzzJob}, index.Now())
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -138,7 +138,7 @@ func FuzzRequestBody(f *testing.F) {
 			if req.Job != fuzzJob || (req.Verdict != "gone" && req.Verdict != "live") {
 				t.Fatalf("POST /job %q answered 200", body)
 			}
-			if len(after) != 1 || after[0].Operator != req.Verdict {
+			if len(after) != 1 || after[0].Operator.String() != req.Verdict {
 				t.Fatalf("POST /job %q answered 200; the record says %+v", body, after[0])
 			}
 			// Put the record back for the next input.
@@ -195,7 +195,7 @@ func TestRequestLimits(t *testing.T) {
 	if w := serve(h, http.MethodPost, "/job", two); w.Code != http.StatusBadRequest {
 		t.Errorf("two JSON values: %d %s, want 400", w.Code, w.Body)
 	}
-	if jobs, err := Jobs(s.Store); err != nil || jobs[0].Operator != "" {
+	if jobs, err := Jobs(s.Store); err != nil || jobs[0].Operator != index.VerdictUnknown {
 		t.Fatalf("refused requests changed the job: %+v %v", jobs, err)
 	}
 

@@ -17,6 +17,7 @@ import (
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -69,7 +70,7 @@ type Inspection struct {
 	Sharing *ContentSharing `json:"sharing,omitempty"` // of a sealed file
 }
 
-// Owner is manifest.Owner as inspect shows it; an unowned inode has level
+// Owner is owner.Owner as inspect shows it; an unowned inode has level
 // "none" and no ids.
 type Owner struct {
 	Level      string `json:"level"`
@@ -171,7 +172,7 @@ func Inspect(s *store.Store, path string) (*Inspection, error) {
 	return in, nil
 }
 
-func newInspection(path string, n *index.Inode, o manifest.Owner) *Inspection {
+func newInspection(path string, n *index.Inode, o owner.Owner) *Inspection {
 	typ, mode := fileMode(n.Mode)
 	t := func(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 	in := &Inspection{
@@ -285,8 +286,8 @@ const (
 	groupNoID    = "(no %s)"   // owned, but at a level above the grouping's (executor state by job)
 )
 
-func (g Grouping) group(o manifest.Owner) string {
-	if o.Level == manifest.LevelNone {
+func (g Grouping) group(o owner.Owner) string {
+	if o.Level == owner.LevelNone {
 		return GroupUnowned
 	}
 	id := map[Grouping]string{ByJob: o.Job, ByExecutor: o.Executor, ByAllocation: o.Allocation}[g]

@@ -18,7 +18,11 @@ import (
 type file struct {
 	ino  uint64
 	refs int // acquire calls not yet released; guarded by FS.mu
-	mu   sync.RWMutex
+	// mu guards the fields below but the atomics. Lock order: an open's or
+	// a release's openOrder stripe, then mu, then any of FS.mu, FS.sealMu,
+	// the store's chunk guard and space keeper, and DB.writeMu (an index
+	// transaction). No path holds two files' mu at once.
+	mu sync.RWMutex
 
 	opens int // open handles
 	// cached counts the open handles the kernel serves through its page
@@ -41,8 +45,8 @@ type file struct {
 
 // acquire returns the state of inode ino, creating it, and holds it in the
 // map until the matching release. Open handles and scheduled seals each
-// hold one acquisition, and so does a running seal. Lock order: FS.mu is never taken while a file's mu
-// is held.
+// hold one acquisition, and so does a running seal. It takes FS.mu, so
+// its caller holds no file's mu.
 func (f *FS) acquire(ino uint64) *file {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -21,6 +21,13 @@
 //   - Per-inode open state (file) lives in a map keyed by inode number, not
 //     in the go-fuse node, because the kernel may forget a node while a seal
 //     of its inode is still running.
+//
+// Locks, in the order they are taken (DESIGN.md, "Concurrency", has every
+// path): an open's or a release's openOrder stripe; a file's mu; then FS.mu,
+// FS.sealMu, the store's locks and an index transaction (DB.writeMu). Inside
+// a transaction only FS.notedMu and go-fuse's node locks (reading a node's
+// path) are taken. No path holds two files' mu. The holder's lock guards
+// its own fields only.
 package fs
 
 import (
@@ -42,6 +49,7 @@ import (
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -54,7 +62,7 @@ type Options struct {
 	// Sealers bounds how many files are sealed at once.
 	Sealers int
 	// Rules say who owns a path; nil means Flink's layout.
-	Rules *manifest.Rules
+	Rules *owner.Rules
 	// Hold says whether and how long removed local state is held.
 	Hold HoldOptions
 	// Sealed, if set, is told how long each committed seal took (metrics).
@@ -65,12 +73,18 @@ type Options struct {
 type FS struct {
 	store *store.Store
 	opts  Options
-	rules *manifest.Rules
+	rules *owner.Rules
 
+	// mu guards files (and each file's refs) and kernelKnows. It is taken
+	// after a file's mu (reap), never before one, and nothing is taken
+	// while it is held.
 	mu          sync.Mutex
 	files       map[uint64]*file
 	kernelKnows map[uint64]*gofs.Inode // inodes the kernel holds a node for
 
+	// sealMu guards sealTimers and closing closed against new timers. It
+	// is taken after a file's mu (a truncate or a failed commit schedules
+	// a seal), and nothing is taken while it is held.
 	sealMu     sync.Mutex
 	sealTimers map[uint64]*time.Timer
 	sealers    chan struct{}
@@ -79,6 +93,9 @@ type FS struct {
 
 	holds *holder // nil unless deletes are held
 
+	// notedMu guards noted. It is taken inside index transactions (Link
+	// notes a write in its own), so after DB.writeMu, and nothing is taken
+	// while it is held.
 	notedMu sync.Mutex
 	noted   map[uint64]int64 // owner → when a write under it was last noted (noteDue)
 }
@@ -90,7 +107,7 @@ func New(s *store.Store, opts Options, pending []uint64) (*FS, gofs.InodeEmbedde
 		opts.Sealers = 1
 	}
 	if opts.Rules == nil {
-		opts.Rules = manifest.FlinkRules()
+		opts.Rules = owner.FlinkRules()
 	}
 	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, kernelKnows: map[uint64]*gofs.Inode{},
 		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers), noted: map[uint64]int64{}}

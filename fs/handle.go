@@ -17,6 +17,7 @@ import (
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/crashpoint"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -370,7 +371,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 // content is in staging.
 func (f *FS) afterClose(ino uint64, wrote, last bool) {
 	var rec *index.Inode
-	var o manifest.Owner
+	var o owner.Owner
 	err := f.store.Index.View(func(tx *index.Tx) (err error) {
 		if rec, err = tx.Inode(ino); err != nil || !wrote {
 			return err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/crashpoint"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 )
 
 // Held deletes (statefs mount --hold-deletes). Flink removes an
@@ -48,8 +48,8 @@ type HoldOptions struct {
 
 // holdLevel reports whether a directory at level is one whose removal
 // holds it: a subtask, a job in an allocation, or an allocation.
-func holdLevel(l manifest.Level) bool {
-	return l == manifest.LevelAllocation || l == manifest.LevelJobInAllocation || l == manifest.LevelSubtask
+func holdLevel(l owner.Level) bool {
+	return l == owner.LevelAllocation || l == owner.LevelJobInAllocation || l == owner.LevelSubtask
 }
 
 // pends reports whether removing name from directory n, as rmdir (dir)
@@ -64,7 +64,7 @@ func (f *FS) pends(tx *index.Tx, n *node, name string, dir bool) (bool, error) {
 		return false, err // the removal itself gives the error
 	}
 	o := f.rules.Owner(n.childPath(name))
-	if o.Job == "" || o.Level < manifest.LevelAllocation {
+	if o.Job == "" || o.Level < owner.LevelAllocation {
 		return false, nil
 	}
 	j, err := tx.Job(o.Job)
@@ -117,6 +117,7 @@ type holder struct {
 	stop chan struct{}
 	done chan struct{}
 
+	// mu guards the three fields below; nothing is taken while it is held.
 	mu          sync.Mutex
 	undecided   bool      // removals wait in the pending directory
 	firstUndone time.Time // when the oldest of them came

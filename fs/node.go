@@ -157,7 +157,7 @@ func (n *node) newInode(ctx context.Context, mode uint32) (*index.Inode, error) 
 // create adds rec under name in this directory in one transaction, with
 // extra run inside it. In a setgid directory the new inode takes the
 // directory's group (and a new directory stays setgid). Its owner follows
-// from its path (manifest.Rules), and its job, if any, notes the write.
+// from its path (owner.Rules), and its job, if any, notes the write.
 func (n *node) create(name string, rec *index.Inode, extra func(*index.Tx) error) error {
 	owner := n.fs.rules.Owner(n.childPath(name))
 	return n.fs.store.Index.Update(func(tx *index.Tx) (err error) {

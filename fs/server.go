@@ -30,6 +30,9 @@ const openStripes = 256
 
 type openOrder struct {
 	fuse.RawFileSystem
+	// stripes order the Open and Release requests of a node: a stripe is
+	// the first lock either takes, before the node's file mu and all the
+	// locks that one comes before.
 	stripes [openStripes]sync.Mutex
 }
 

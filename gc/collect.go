@@ -160,15 +160,15 @@ func (c *Collector) Judge(ctx context.Context, job string) (JobVerdict, error) {
 		if err != nil {
 			return err
 		}
-		if j.Verdict != v.Verdict.String() || j.Since == 0 {
+		if j.Verdict != v.Verdict || j.Since == 0 {
 			j.Since = v.At.UnixNano()
 			// The operator's word holds from when it was said: state written
 			// after it is never collected under it.
-			if v.Verdict == Gone && j.Operator == Gone.String() {
+			if v.Verdict == index.VerdictGone && j.Operator == index.VerdictGone {
 				j.Since = min(j.Since, j.OperatorAt)
 			}
 		}
-		j.Verdict, j.Evidence, j.Oracle = v.Verdict.String(), v.Evidence, v.Oracle
+		j.Verdict, j.Evidence, j.Oracle = v.Verdict, v.Evidence, v.Oracle
 		j.CheckedAt = v.At.UnixNano()
 		return tx.PutJob(j)
 	})
@@ -186,11 +186,11 @@ func (c *Collector) collect(ctx context.Context, job string, dryRun bool) (Candi
 	if err != nil {
 		return Candidate{}, false, err
 	}
-	if rec.Verdict != Gone.String() || c.now().Sub(time.Unix(0, rec.Since)) < c.Grace {
+	if !rec.Gone() || c.now().Sub(time.Unix(0, rec.Since)) < c.Grace {
 		return Candidate{}, false, nil
 	}
 	v, err := c.Judge(ctx, job) // re-checked right before deletion
-	if err != nil || v.Verdict != Gone {
+	if err != nil || v.Verdict != index.VerdictGone {
 		return Candidate{}, false, err
 	}
 	cand := Candidate{Job: *rec, Verdict: v}
@@ -512,14 +512,10 @@ func (o operator) Name() string { return "operator" }
 
 func (o operator) Judge(ctx context.Context, job string) JobVerdict {
 	v := JobVerdict{Job: job, Oracle: o.Name(), At: time.Now(), Evidence: "operator: nothing said"}
-	if o.job == nil || o.job.Operator == "" {
+	if o.job == nil || o.job.Operator == index.VerdictUnknown {
 		return v
 	}
-	said, err := ParseVerdict(o.job.Operator)
-	if err != nil {
-		return v
-	}
-	v.Verdict = said
-	v.Evidence = fmt.Sprintf("operator: statefs job %s at %s", said, time.Unix(0, o.job.OperatorAt).UTC().Format(time.RFC3339))
+	v.Verdict = o.job.Operator
+	v.Evidence = fmt.Sprintf("operator: statefs job %s at %s", o.job.Operator, time.Unix(0, o.job.OperatorAt).UTC().Format(time.RFC3339))
 	return v
 }

@@ -11,7 +11,8 @@ import (
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/gc"
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/internal/flinkid"
+	"github.com/statefs/statefs/owner"
 )
 
 const (
@@ -105,13 +106,13 @@ func TestCollectNothingWithoutOracles(t *testing.T) {
 		t.Errorf("Run judged %d jobs, want 2", len(r.Verdicts))
 	}
 	for _, v := range r.Verdicts {
-		if v.Verdict != gc.Unknown {
+		if v.Verdict != index.VerdictUnknown {
 			t.Errorf("verdict on %.8s… = %v, want unknown", v.Job, v.Verdict)
 		}
 	}
 	f.checkPaths("after a run without oracles", before)
 	for _, job := range []string{jobA, jobB} {
-		if j, err := f.job(job); err != nil || j.Verdict != "unknown" {
+		if j, err := f.job(job); err != nil || j.Verdict != index.VerdictUnknown {
 			t.Errorf("job %.8s… = %+v, %v; want verdict unknown", job, j, err)
 		}
 	}
@@ -136,7 +137,7 @@ func TestCollectOperatorGone(t *testing.T) {
 		t.Fatalf("Collected %s, want job A only", collected(r.Collected))
 	}
 	c := r.Collected[0]
-	if c.Job.ID != jobA || c.Verdict.Verdict != gc.Gone || c.Names != len(aPaths) || c.Kept != 0 || c.Bytes < aBytes {
+	if c.Job.ID != jobA || c.Verdict.Verdict != index.VerdictGone || c.Names != len(aPaths) || c.Kept != 0 || c.Bytes < aBytes {
 		t.Errorf("Collected %s (verdict %v), want job A, gone, %d inodes, at least %d bytes, none kept", collected(r.Collected), c.Verdict.Verdict, len(aPaths), aBytes)
 	}
 	for _, h := range aChunks {
@@ -158,7 +159,7 @@ func TestCollectOperatorGone(t *testing.T) {
 	if _, err := f.job(jobA); !errors.Is(err, index.ErrNotFound) {
 		t.Errorf("job A's record after collection: err = %v, want ErrNotFound", err)
 	}
-	if j, err := f.job(jobB); err != nil || j.Verdict != "unknown" {
+	if j, err := f.job(jobB); err != nil || j.Verdict != index.VerdictUnknown {
 		t.Errorf("job B = %+v, %v; want its record, unknown", j, err)
 	}
 	f.check()
@@ -203,33 +204,33 @@ func TestCollectGrace(t *testing.T) {
 // oracles; each oracle answers its script in turn (Run asks once to judge,
 // once more right before it deletes).
 func TestCollectVerdicts(t *testing.T) {
-	U, L, G := gc.Unknown, gc.Live, gc.Gone
+	U, L, G := index.VerdictUnknown, index.VerdictLive, index.VerdictGone
 	for _, c := range []struct {
 		name     string
-		operator string
-		scripts  [][]gc.Verdict
-		verdict  string // recorded afterwards
+		operator index.Verdict // what the operator said
+		scripts  [][]index.Verdict
+		verdict  index.Verdict // recorded afterwards
 		collect  bool
 	}{
-		{"no oracle", "", nil, "unknown", false},
-		{"an oracle unknown", "", [][]gc.Verdict{{U}}, "unknown", false},
-		{"an oracle live", "", [][]gc.Verdict{{L}}, "live", false},
-		{"an oracle gone", "", [][]gc.Verdict{{G}}, "gone", true},
-		{"operator gone", "gone", nil, "gone", true},
-		{"operator live, an oracle gone", "live", [][]gc.Verdict{{G}}, "live", false},
-		{"operator gone, an oracle unknown", "gone", [][]gc.Verdict{{U}}, "gone", true},
-		{"operator gone, an oracle live", "gone", [][]gc.Verdict{{L}}, "live", false},
-		{"gone, gone and live", "gone", [][]gc.Verdict{{G}, {L}}, "live", false},
-		{"live on the re-check", "", [][]gc.Verdict{{G, L}}, "live", false},
-		{"unknown on the re-check", "", [][]gc.Verdict{{G, U}}, "unknown", false},
-		{"operator gone, live on the re-check", "gone", [][]gc.Verdict{{U}, {U, L}}, "live", false},
-		{"gone on the re-check", "", [][]gc.Verdict{{G, G}}, "gone", true},
+		{"no oracle", U, nil, U, false},
+		{"an oracle unknown", U, [][]index.Verdict{{U}}, U, false},
+		{"an oracle live", U, [][]index.Verdict{{L}}, L, false},
+		{"an oracle gone", U, [][]index.Verdict{{G}}, G, true},
+		{"operator gone", G, nil, G, true},
+		{"operator live, an oracle gone", L, [][]index.Verdict{{G}}, L, false},
+		{"operator gone, an oracle unknown", G, [][]index.Verdict{{U}}, G, true},
+		{"operator gone, an oracle live", G, [][]index.Verdict{{L}}, L, false},
+		{"gone, gone and live", G, [][]index.Verdict{{G}, {L}}, L, false},
+		{"live on the re-check", U, [][]index.Verdict{{G, L}}, L, false},
+		{"unknown on the re-check", U, [][]index.Verdict{{G, U}}, U, false},
+		{"operator gone, live on the re-check", G, [][]index.Verdict{{U}, {U, L}}, L, false},
+		{"gone on the re-check", U, [][]index.Verdict{{G, G}}, G, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.build(gcTree...)
 			before := f.paths()
-			if c.operator != "" {
+			if c.operator != U {
 				err := f.S.Index.Update(func(tx *index.Tx) error {
 					j, err := tx.Job(jobA)
 					if err != nil {
@@ -275,7 +276,7 @@ func TestCollectGraceRestartsAfterFlap(t *testing.T) {
 	f := newFixture(t)
 	f.build(gcTree...)
 	before := f.paths()
-	o := oracle(gc.Gone, gc.Unknown, gc.Gone)
+	o := oracle(index.VerdictGone, index.VerdictUnknown, index.VerdictGone)
 	col := f.collector(o)
 	col.Grace = grace
 	now := time.Now()
@@ -327,7 +328,7 @@ func (f *fixture) buildReused() []string {
 		rocksA+"/db/000011.sst",
 		"tm_x/localState/aid_{E}/jid_{A}/vtx_{V}_sti_2/",
 	)
-	p := flinkIDs.Replace(chkA3 + "/db/MANIFEST-000004")
+	p := flinkid.Expand(chkA3 + "/db/MANIFEST-000004")
 	f.write(p, content(p+" rewritten after the verdict"), true)
 	return without(f.paths(),
 		chkA3+"/_task_state_snapshot", chkA3+"/db/000001.sst", "vtx_{V}_sti_1", rocksA+"/db/000009.sst", rocksA+"/db/000010.log")
@@ -353,7 +354,7 @@ func TestCollectKeepsStateWrittenAfterVerdict(t *testing.T) {
 			t.Errorf("chunk %s of a kept file was swept", h)
 		}
 	}
-	if j, err := f.job(jobA); err != nil || j.Verdict != "gone" {
+	if j, err := f.job(jobA); err != nil || j.Verdict != index.VerdictGone {
 		t.Errorf("job A = %+v, %v; want its record kept while it has state", j, err)
 	}
 	f.check()
@@ -541,7 +542,7 @@ func TestCollectAfterFileRenameInJob(t *testing.T) {
 			f.build(gcTree...)
 			want := without(f.paths(), jobATrees...)
 			for _, p := range c.keep {
-				want = append(want, flinkIDs.Replace(p))
+				want = append(want, flinkid.Expand(p))
 			}
 			slices.Sort(want)
 			if c.afterVerdict {
@@ -552,7 +553,7 @@ func TestCollectAfterFileRenameInJob(t *testing.T) {
 			}
 			f.build(c.dir + "/000001.dbtmp")
 			dir := f.lookup(c.dir)
-			to := flinkIDs.Replace(c.dir + "/CURRENT")
+			to := flinkid.Expand(c.dir + "/CURRENT")
 			err := f.S.Index.Update(func(tx *index.Tx) error {
 				if _, err := tx.Rename(dir, "000001.dbtmp", dir, "CURRENT", 0); err != nil {
 					return err
@@ -561,7 +562,7 @@ func TestCollectAfterFileRenameInJob(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				return tx.Reown(d.Ino, to, manifest.FlinkRules())
+				return tx.Reown(d.Ino, to, owner.FlinkRules())
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -584,7 +585,7 @@ func TestCollectCountsStagingBytes(t *testing.T) {
 	f.build("tm_x/", "tm_x/tmp/", rocksA+"/", "~"+rocksA+"/000010.log")
 	f.sayGone(jobA, time.Now())
 	r := f.run(f.collector(), false)
-	want := int64(len(content(flinkIDs.Replace(rocksA + "/000010.log"))))
+	want := int64(len(content(flinkid.Expand(rocksA + "/000010.log"))))
 	// The executor tm_x held only job A, so its tree goes too, after A's.
 	if len(r.Collected) != 2 || r.Collected[0].Names != 2 || r.Collected[0].Bytes != want || r.Collected[1].Executor != "x" {
 		t.Errorf("Collected %s, want 2 inodes, %d bytes", collected(r.Collected), want)
@@ -609,7 +610,7 @@ func TestCollectKeepsALinkMadeAfterTheVerdict(t *testing.T) {
 	time.Sleep(time.Millisecond)
 	f.build(newInstance+"/", newInstance+"/db/", newInstance+"/db/000001.sst="+old)
 	want := append(without(f.paths(), jobATrees...),
-		flinkIDs.Replace(newInstance+"/"), flinkIDs.Replace(newInstance+"/db/"), flinkIDs.Replace(newInstance+"/db/000001.sst"))
+		flinkid.Expand(newInstance+"/"), flinkid.Expand(newInstance+"/db/"), flinkid.Expand(newInstance+"/db/000001.sst"))
 	slices.Sort(want)
 
 	r := f.run(f.collector(), false)
@@ -698,7 +699,7 @@ func TestCollectHeldTreePendedAfterTheVerdict(t *testing.T) {
 			return err
 		}
 		dir, err := tx.Lookup(pending.Ino, "tm_x")
-		for _, name := range []string{"localState", flinkIDs.Replace("aid_{D}"), flinkIDs.Replace("jid_{A}")} {
+		for _, name := range []string{"localState", flinkid.Expand("aid_{D}"), flinkid.Expand("jid_{A}")} {
 			if err != nil {
 				return err
 			}
@@ -707,7 +708,7 @@ func TestCollectHeldTreePendedAfterTheVerdict(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return tx.HoldPending(dir.Ino, flinkIDs.Replace("vtx_{V}_sti_0"), &index.Hold{ID: id, Path: flinkIDs.Replace(sub), At: index.Now()})
+		return tx.HoldPending(dir.Ino, flinkid.Expand("vtx_{V}_sti_0"), &index.Hold{ID: id, Path: flinkid.Expand(sub), At: index.Now()})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -733,11 +734,11 @@ func TestCollectHeldTreePendedAfterTheVerdict(t *testing.T) {
 	f.check()
 }
 
-// pendTree pends everything at and below p (with flinkIDs) as rm -rf with
+// pendTree pends everything at and below p (with flinkid's {X}) as rm -rf with
 // deletes held does: a directory's entries first, then the directory.
 func (f *fixture) pendTree(p string) {
 	f.T.Helper()
-	p = flinkIDs.Replace(p)
+	p = flinkid.Expand(p)
 	ino := f.lookup(p)
 	if f.inode(ino).IsDir() {
 		var names []string

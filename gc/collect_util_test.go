@@ -18,39 +18,31 @@ import (
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/gc"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/flinkid"
 	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/manifest"
 )
 
-// Flink ids for the collector tests.
-var flinkIDs = strings.NewReplacer(
-	"{A}", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-	"{B}", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
-	"{D}", "dddddddddddddddddddddddddddddddd",
-	"{E}", "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee",
-	"{V}", "cccccccccccccccccccccccccccccccc",
-	"{U}", "12345678-9abc-def0-1234-56789abcdef0",
-)
-
-var (
-	jobA = flinkIDs.Replace("{A}")
-	jobB = flinkIDs.Replace("{B}")
+// The two jobs of the collector tests (flinkid's {A} and {B}).
+const (
+	jobA = flinkid.JobA
+	jobB = flinkid.JobB
 )
 
 // fixture is a store whose namespace the test builds through the index
-// as the fs layer would (storetest); paths may hold {X} flinkIDs.
+// as the fs layer would (storetest); paths may hold flinkid's {X}.
 type fixture struct{ *storetest.Fixture }
 
 func newFixture(t *testing.T) *fixture { return &fixture{storetest.New(t)} }
 
-// build creates paths in order ({X} are flinkIDs): one ending in "/" is a
-// directory, "x=y" makes x another name of file y, and any other path is a
-// file whose sealed content is made from its path; a path starting with
-// "~" is a file left in staging, unsealed.
+// build creates paths in order (with flinkid's {X}): one ending in
+// "/" is a directory, "x=y" makes x another name of file y, and any other
+// path is a file whose sealed content is made from its path; a path
+// starting with "~" is a file left in staging, unsealed.
 func (f *fixture) build(paths ...string) {
 	f.T.Helper()
 	for _, p := range paths {
-		p, target, isLink := strings.Cut(flinkIDs.Replace(p), "=")
+		p, target, isLink := strings.Cut(flinkid.Expand(p), "=")
 		switch {
 		case isLink:
 			f.link(p, target)
@@ -96,12 +88,12 @@ func (f *fixture) link(p, target string) {
 // remove removes p (a file or an empty directory) as the collector does.
 func (f *fixture) remove(p string) {
 	f.T.Helper()
-	f.Remove(flinkIDs.Replace(p))
+	f.Remove(flinkid.Expand(p))
 }
 
 func (f *fixture) lookup(p string) uint64 {
 	f.T.Helper()
-	return f.Lookup(flinkIDs.Replace(p))
+	return f.Lookup(flinkid.Expand(p))
 }
 
 func (f *fixture) inode(ino uint64) *index.Inode {
@@ -179,7 +171,7 @@ func (f *fixture) sayGone(job string, at time.Time) {
 		if err != nil {
 			return err
 		}
-		j.Operator, j.OperatorAt = "gone", at.UnixNano()
+		j.Operator, j.OperatorAt = index.VerdictGone, at.UnixNano()
 		return tx.PutJob(j)
 	})
 	if err != nil {
@@ -310,18 +302,18 @@ func (f *fixture) stagingFiles() int {
 // script in turn, then the last one for ever; about any other job, Unknown.
 type scriptOracle struct {
 	mu     sync.Mutex
-	script []gc.Verdict
+	script []index.Verdict
 	calls  int
 }
 
-func oracle(script ...gc.Verdict) *scriptOracle { return &scriptOracle{script: script} }
+func oracle(script ...index.Verdict) *scriptOracle { return &scriptOracle{script: script} }
 
 func (o *scriptOracle) Name() string { return "script" }
 
 func (o *scriptOracle) Judge(ctx context.Context, job string) gc.JobVerdict {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	v := gc.Unknown
+	v := index.VerdictUnknown
 	if job == jobA {
 		v = o.script[min(o.calls, len(o.script)-1)]
 		o.calls++
@@ -333,17 +325,10 @@ func (o *scriptOracle) Judge(ctx context.Context, job string) gc.JobVerdict {
 func collected(cs []gc.Candidate) string {
 	var out []string
 	for _, c := range cs {
-		out = append(out, fmt.Sprintf("{job %s: %d names, %d files, %d bytes, %d kept}", shortIDs.Replace(c.Job.ID), c.Names, c.Files, c.Bytes, c.Kept))
+		out = append(out, fmt.Sprintf("{job %s: %d names, %d files, %d bytes, %d kept}", flinkid.Shorten(c.Job.ID), c.Names, c.Files, c.Bytes, c.Kept))
 	}
 	return "[" + strings.Join(out, " ") + "]"
 }
-
-// shortIDs writes the flinkIDs back as their placeholders, for messages.
-var shortIDs = strings.NewReplacer(
-	jobA, "{A}", jobB, "{B}",
-	flinkIDs.Replace("{D}"), "{D}", flinkIDs.Replace("{E}"), "{E}",
-	flinkIDs.Replace("{V}"), "{V}", flinkIDs.Replace("{U}"), "{U}",
-)
 
 // checkPaths reports the difference between the namespace and want.
 func (f *fixture) checkPaths(when string, want []string) {
@@ -352,12 +337,12 @@ func (f *fixture) checkPaths(when string, want []string) {
 	var missing, extra []string
 	for _, p := range want {
 		if !slices.Contains(got, p) {
-			missing = append(missing, shortIDs.Replace(p))
+			missing = append(missing, flinkid.Shorten(p))
 		}
 	}
 	for _, p := range got {
 		if !slices.Contains(want, p) {
-			extra = append(extra, shortIDs.Replace(p))
+			extra = append(extra, flinkid.Shorten(p))
 		}
 	}
 	if len(missing)+len(extra) > 0 {
@@ -365,12 +350,12 @@ func (f *fixture) checkPaths(when string, want []string) {
 	}
 }
 
-// only keeps the paths in all that contain any of subs (with flinkIDs).
+// only keeps the paths in all that contain any of subs (with flinkid's {X}).
 func only(all []string, subs ...string) []string {
 	var out []string
 	for _, p := range all {
 		for _, s := range subs {
-			if strings.Contains(p, flinkIDs.Replace(s)) {
+			if strings.Contains(p, flinkid.Expand(s)) {
 				out = append(out, p)
 				break
 			}

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/owner"
 )
 
 // FlinkREST asks one or more Flink REST endpoints about a job: GET
@@ -82,8 +85,8 @@ var flinkStates = map[string]flinkAnswer{
 
 // Judge asks every URL about job and merges the answers as the type's doc says.
 func (f *FlinkREST) Judge(ctx context.Context, job string) JobVerdict {
-	out := JobVerdict{Job: job, Verdict: Unknown, Oracle: f.Name(), At: time.Now()}
-	if !ValidJobID(job) {
+	out := JobVerdict{Job: job, Verdict: index.VerdictUnknown, Oracle: f.Name(), At: time.Now()}
+	if !owner.IsFlinkID(job) {
 		out.Evidence = evidenceInvalidJobID
 		return out
 	}
@@ -110,11 +113,11 @@ func (f *FlinkREST) Judge(ctx context.Context, job string) JobVerdict {
 	}
 	switch {
 	case count[flinkLive] > 0:
-		out.Verdict = Live
+		out.Verdict = index.VerdictLive
 	case count[flinkTerminal] > 0:
-		out.Verdict = Gone
+		out.Verdict = index.VerdictGone
 	case f.NotFoundIsGone && count[flinkNotFound] == len(answers):
-		out.Verdict = Gone
+		out.Verdict = index.VerdictGone
 	}
 	out.Evidence = strings.Join(evidence, "; ")
 	return out

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/flinkid"
 )
 
 // details is a /jobs/<id> answer shaped like Flink's JobDetailsInfo.
@@ -87,14 +89,14 @@ func judgeWithin(t *testing.T, ctx context.Context, limit time.Duration, o gc.Or
 }
 
 func TestFlinkRESTAnswers(t *testing.T) {
-	U, L, G := gc.Unknown, gc.Live, gc.Gone
+	U, L, G := index.VerdictUnknown, index.VerdictLive, index.VerdictGone
 	other := "0000000000000000000000000000000f"
 	for _, tc := range []struct {
 		name     string
 		status   int
 		body     string
 		notFound bool // NotFoundIsGone
-		want     gc.Verdict
+		want     index.Verdict
 		evidence string // must appear in the evidence
 	}{
 		// Every JobStatus value Flink has.
@@ -190,18 +192,18 @@ func TestFlinkRESTURLForms(t *testing.T) {
 	} {
 		paths = nil
 		got := (&gc.FlinkREST{URLs: []string{tc.base}}).Judge(context.Background(), testJob)
-		if got.Verdict != gc.Gone || len(paths) != 1 || paths[0] != tc.path {
+		if got.Verdict != index.VerdictGone || len(paths) != 1 || paths[0] != tc.path {
 			t.Errorf("base %q: verdict %v, requested %q; want gone from %q (%s)", tc.base, got.Verdict, paths, tc.path, got.Evidence)
 		}
 	}
 	for _, base := range []string{"", "jm:8081", "ftp://jm:8081", "http://", "://x", "http://jm:8081/%zz"} {
 		got := (&gc.FlinkREST{URLs: []string{base}, NotFoundIsGone: true}).Judge(context.Background(), testJob)
-		if got.Verdict != gc.Unknown || !strings.Contains(got.Evidence, "invalid URL") {
+		if got.Verdict != index.VerdictUnknown || !strings.Contains(got.Evidence, "invalid URL") {
 			t.Errorf("base %q: %v %q, want unknown, invalid URL", base, got.Verdict, got.Evidence)
 		}
 	}
 	got := (&gc.FlinkREST{NotFoundIsGone: true}).Judge(context.Background(), testJob)
-	if got.Verdict != gc.Unknown || got.Evidence == "" {
+	if got.Verdict != index.VerdictUnknown || got.Evidence == "" {
 		t.Errorf("no URLs: %v %q, want unknown with evidence", got.Verdict, got.Evidence)
 	}
 }
@@ -217,7 +219,7 @@ func TestFlinkRESTRedirectNotFollowed(t *testing.T) {
 		for _, client := range []*http.Client{nil, callerClient} {
 			f := &gc.FlinkREST{URLs: []string{redirector.URL}, Client: client, NotFoundIsGone: true}
 			got := f.Judge(context.Background(), testJob)
-			if got.Verdict != gc.Unknown || !strings.Contains(got.Evidence, "not followed") {
+			if got.Verdict != index.VerdictUnknown || !strings.Contains(got.Evidence, "not followed") {
 				t.Errorf("%d (client %v): %v %q, want unknown, not followed", status, client != nil, got.Verdict, got.Evidence)
 			}
 		}
@@ -233,7 +235,7 @@ func TestFlinkRESTRedirectNotFollowed(t *testing.T) {
 func TestFlinkRESTUnreachable(t *testing.T) {
 	f := &gc.FlinkREST{URLs: []string{refusedURL(t)}, NotFoundIsGone: true}
 	got := f.Judge(context.Background(), testJob)
-	if got.Verdict != gc.Unknown || !strings.Contains(got.Evidence, "unreachable") || !strings.Contains(got.Evidence, "refused") {
+	if got.Verdict != index.VerdictUnknown || !strings.Contains(got.Evidence, "unreachable") || !strings.Contains(got.Evidence, "refused") {
 		t.Errorf("%v %q, want unknown, unreachable: connection refused", got.Verdict, got.Evidence)
 	}
 }
@@ -258,7 +260,7 @@ func TestFlinkRESTTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &gc.FlinkREST{URLs: []string{tc.url}, Client: tc.client, Timeout: 100 * time.Millisecond, NotFoundIsGone: true}
 			got := judgeWithin(t, context.Background(), 2*time.Second, f)
-			if got.Verdict != gc.Unknown {
+			if got.Verdict != index.VerdictUnknown {
 				t.Errorf("%v %q, want unknown", got.Verdict, got.Evidence)
 			}
 		})
@@ -272,7 +274,7 @@ func TestFlinkRESTContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	got := (&gc.FlinkREST{URLs: []string{ok.URL}}).Judge(ctx, testJob)
-	if got.Verdict != gc.Unknown || !strings.Contains(got.Evidence, "canceled") {
+	if got.Verdict != index.VerdictUnknown || !strings.Contains(got.Evidence, "canceled") {
 		t.Errorf("canceled before: %v %q, want unknown, canceled", got.Verdict, got.Evidence)
 	}
 	if n := okHits.Load(); n != 0 {
@@ -282,7 +284,7 @@ func TestFlinkRESTContext(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	got = judgeWithin(t, ctx, 2*time.Second, &gc.FlinkREST{URLs: []string{hang.URL}, Timeout: time.Minute})
-	if got.Verdict != gc.Unknown {
+	if got.Verdict != index.VerdictUnknown {
 		t.Errorf("canceled during: %v %q, want unknown", got.Verdict, got.Evidence)
 	}
 }
@@ -295,10 +297,10 @@ func TestFlinkRESTBodySize(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		body string
-		want gc.Verdict
+		want index.Verdict
 	}{
-		{"512 KiB", pad(512 << 10), gc.Gone},
-		{"10 MiB", pad(10 << 20), gc.Unknown},
+		{"512 KiB", pad(512 << 10), index.VerdictGone},
+		{"10 MiB", pad(10 << 20), index.VerdictUnknown},
 	} {
 		srv, _ := flinkServer(t, 200, tc.body)
 		got := (&gc.FlinkREST{URLs: []string{srv.URL}}).Judge(context.Background(), testJob)
@@ -319,13 +321,13 @@ func TestFlinkRESTBodySize(t *testing.T) {
 	defer endless.Close()
 	start := time.Now()
 	got := (&gc.FlinkREST{URLs: []string{endless.URL}}).Judge(context.Background(), testJob)
-	if got.Verdict != gc.Unknown || !strings.Contains(got.Evidence, "larger than") || time.Since(start) > 2*time.Second {
+	if got.Verdict != index.VerdictUnknown || !strings.Contains(got.Evidence, "larger than") || time.Since(start) > 2*time.Second {
 		t.Errorf("endless body: %v %q after %v, want unknown, larger than, fast", got.Verdict, got.Evidence, time.Since(start))
 	}
 }
 
 func TestFlinkRESTSeveralURLs(t *testing.T) {
-	U, L, G := gc.Unknown, gc.Live, gc.Gone
+	U, L, G := index.VerdictUnknown, index.VerdictLive, index.VerdictGone
 	type answer struct {
 		status int
 		state  string // "" with 200: unreachable
@@ -343,7 +345,7 @@ func TestFlinkRESTSeveralURLs(t *testing.T) {
 		name     string
 		answers  []answer
 		notFound bool
-		want     gc.Verdict
+		want     index.Verdict
 	}{
 		{"running and finished", []answer{running, finished}, true, L},
 		{"finished and running", []answer{finished, running}, true, L},
@@ -399,9 +401,9 @@ func TestFlinkRESTRefusesInvalidJobID(t *testing.T) {
 	}))
 	defer srv.Close()
 	f := &gc.FlinkREST{URLs: []string{srv.URL, srv.URL + "/prefix"}, NotFoundIsGone: true}
-	for _, id := range invalidJobIDs {
+	for _, id := range flinkid.InvalidJobIDs {
 		got := f.Judge(context.Background(), id)
-		if got.Verdict != gc.Unknown || got.Evidence != "invalid job id" {
+		if got.Verdict != index.VerdictUnknown || got.Evidence != "invalid job id" {
 			t.Errorf("Judge(%q) = %v %q, want unknown \"invalid job id\"", id, got.Verdict, got.Evidence)
 		}
 	}
@@ -441,7 +443,7 @@ func FuzzFlinkResponse(f *testing.F) {
 		if len(got.Evidence) > 1024 {
 			t.Errorf("evidence is %d bytes long", len(got.Evidence))
 		}
-		if got.Verdict == gc.Unknown {
+		if got.Verdict == index.VerdictUnknown {
 			return
 		}
 		var fields map[string]json.RawMessage
@@ -453,11 +455,11 @@ func FuzzFlinkResponse(f *testing.F) {
 			t.Fatalf("%v from a body without a string state (%v): %q", got.Verdict, err, body)
 		}
 		switch got.Verdict {
-		case gc.Gone:
+		case index.VerdictGone:
 			if !gone[state] {
 				t.Fatalf("gone from state %q: %q", state, body)
 			}
-		case gc.Live:
+		case index.VerdictLive:
 			if !live[state] {
 				t.Fatalf("live from state %q: %q", state, body)
 			}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/owner"
 )
 
 // FuzzJobResultStore gives the JobResultStore oracle an arbitrary job id
@@ -46,9 +48,9 @@ func FuzzJobResultStore(f *testing.F) {
 		created := name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00") &&
 			os.WriteFile(filepath.Join(dir, name), nil, 0o644) == nil
 		got := (&gc.JobResultStore{Dir: dir}).Judge(context.Background(), job)
-		want := gc.Unknown
-		if gc.ValidJobID(job) && created && (name == job+".json" || name == job+"_DIRTY.json") {
-			want = gc.Gone
+		want := index.VerdictUnknown
+		if owner.IsFlinkID(job) && created && (name == job+".json" || name == job+"_DIRTY.json") {
+			want = index.VerdictGone
 		}
 		if got.Verdict != want {
 			t.Fatalf("Judge(%q) with file %q = %v (%s), want %v", job, name, got.Verdict, got.Evidence, want)

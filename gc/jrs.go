@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/owner"
 )
 
 // JobResultStore reads the directory of Flink HA's file-system job result
@@ -30,8 +33,8 @@ func (j *JobResultStore) Name() string { return "job-result-store" }
 
 // Judge looks for job's entries in the store's directory.
 func (j *JobResultStore) Judge(ctx context.Context, job string) JobVerdict {
-	out := JobVerdict{Job: job, Verdict: Unknown, Oracle: j.Name(), At: time.Now()}
-	if !ValidJobID(job) {
+	out := JobVerdict{Job: job, Verdict: index.VerdictUnknown, Oracle: j.Name(), At: time.Now()}
+	if !owner.IsFlinkID(job) {
 		out.Evidence = evidenceInvalidJobID
 		return out
 	}
@@ -79,7 +82,7 @@ func (j *JobResultStore) look(out JobVerdict) JobVerdict {
 			out.Evidence = "jrs: " + path + ": not a regular file"
 			return out
 		}
-		out.Verdict = Gone
+		out.Verdict = index.VerdictGone
 		out.Evidence = "jrs: " + path
 		return out
 	}

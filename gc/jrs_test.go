@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/flinkid"
 )
 
 func TestJobResultStore(t *testing.T) {
@@ -16,16 +18,16 @@ func TestJobResultStore(t *testing.T) {
 		name     string
 		files    []string // created in the store directory
 		dirs     []string // likewise
-		want     gc.Verdict
+		want     index.Verdict
 		evidence string // must appear; "<dir>" stands for the directory
 	}{
-		{"clean entry", []string{testJob + ".json"}, nil, gc.Gone, "jrs: <dir>/" + testJob + ".json"},
-		{"dirty entry", []string{testJob + "_DIRTY.json"}, nil, gc.Gone, "jrs: <dir>/" + testJob + "_DIRTY.json"},
-		{"both", []string{testJob + ".json", testJob + "_DIRTY.json"}, nil, gc.Gone, "jrs: <dir>/" + testJob},
-		{"absent", nil, nil, gc.Unknown, "jrs <dir>: no entry"},
-		{"only another job", []string{other + ".json", other + "_DIRTY.json"}, nil, gc.Unknown, "no entry"},
-		{"near misses", []string{testJob, testJob + ".json.tmp", testJob + "_dirty.json", testJob + ".JSON", strings.ToUpper(testJob) + ".json"}, nil, gc.Unknown, "no entry"},
-		{"entry is a directory", nil, []string{testJob + ".json"}, gc.Unknown, "not a regular file"},
+		{"clean entry", []string{testJob + ".json"}, nil, index.VerdictGone, "jrs: <dir>/" + testJob + ".json"},
+		{"dirty entry", []string{testJob + "_DIRTY.json"}, nil, index.VerdictGone, "jrs: <dir>/" + testJob + "_DIRTY.json"},
+		{"both", []string{testJob + ".json", testJob + "_DIRTY.json"}, nil, index.VerdictGone, "jrs: <dir>/" + testJob},
+		{"absent", nil, nil, index.VerdictUnknown, "jrs <dir>: no entry"},
+		{"only another job", []string{other + ".json", other + "_DIRTY.json"}, nil, index.VerdictUnknown, "no entry"},
+		{"near misses", []string{testJob, testJob + ".json.tmp", testJob + "_dirty.json", testJob + ".JSON", strings.ToUpper(testJob) + ".json"}, nil, index.VerdictUnknown, "no entry"},
+		{"entry is a directory", nil, []string{testJob + ".json"}, index.VerdictUnknown, "not a regular file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -74,7 +76,7 @@ func TestJobResultStoreUnreadableDir(t *testing.T) {
 		{"not configured", "", "jrs: no directory configured"},
 	} {
 		got := (&gc.JobResultStore{Dir: tc.dir}).Judge(context.Background(), testJob)
-		if got.Verdict != gc.Unknown || !strings.HasPrefix(got.Evidence, tc.evidence) {
+		if got.Verdict != index.VerdictUnknown || !strings.HasPrefix(got.Evidence, tc.evidence) {
 			t.Errorf("%s: %v %q, want unknown, %q", tc.name, got.Verdict, got.Evidence, tc.evidence)
 		}
 	}
@@ -88,7 +90,7 @@ func TestJobResultStoreContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	got := (&gc.JobResultStore{Dir: dir}).Judge(ctx, testJob)
-	if got.Verdict != gc.Unknown || !strings.Contains(got.Evidence, "canceled") {
+	if got.Verdict != index.VerdictUnknown || !strings.Contains(got.Evidence, "canceled") {
 		t.Errorf("%v %q, want unknown, canceled", got.Verdict, got.Evidence)
 	}
 }
@@ -118,9 +120,9 @@ func TestJobResultStoreRefusesInvalidJobID(t *testing.T) {
 		}
 	}
 	j := &gc.JobResultStore{Dir: dir}
-	for _, id := range invalidJobIDs {
+	for _, id := range flinkid.InvalidJobIDs {
 		got := j.Judge(context.Background(), id)
-		if got.Verdict != gc.Unknown || got.Evidence != "invalid job id" {
+		if got.Verdict != index.VerdictUnknown || got.Evidence != "invalid job id" {
 			t.Errorf("Judge(%q) = %v %q, want unknown \"invalid job id\"", id, got.Verdict, got.Evidence)
 		}
 	}

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/owner"
 )
 
 // Oracle gives a verdict about one job. It never returns Gone without evidence,
@@ -15,25 +18,10 @@ type Oracle interface {
 	Judge(ctx context.Context, job string) JobVerdict
 }
 
-// evidenceInvalidJobID is the evidence every oracle gives when it refuses a job id.
+// evidenceInvalidJobID is the evidence every oracle gives when it refuses a
+// job id: anything owner.IsFlinkID does not accept, so that no id can build a
+// URL path or a file name outside its directory.
 const evidenceInvalidJobID = "invalid job id"
-
-// ValidJobID reports whether s is a Flink job id: 32 lowercase hex characters,
-// as Flink's JobID prints itself. Oracles refuse anything else (Unknown,
-// evidence "invalid job id"), so no id can build a URL path or a file name
-// outside its directory ("../x", "a/b", "%2e%2e").
-func ValidJobID(s string) bool {
-	if len(s) != 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
 
 // Combine asks every oracle at once and merges their answers: Live if any says
 // Live (job ids are reused, so a live run wins over an old result); else Gone if
@@ -42,8 +30,8 @@ func ValidJobID(s string) bool {
 // taken before any oracle is asked. An invalid job id is refused without
 // asking, and no oracles at all is Unknown.
 func Combine(ctx context.Context, job string, oracles ...Oracle) JobVerdict {
-	out := JobVerdict{Job: job, Verdict: Unknown, At: time.Now()}
-	if !ValidJobID(job) {
+	out := JobVerdict{Job: job, Verdict: index.VerdictUnknown, At: time.Now()}
+	if !owner.IsFlinkID(job) {
 		out.Evidence = evidenceInvalidJobID
 		return out
 	}
@@ -60,7 +48,7 @@ func Combine(ctx context.Context, job string, oracles ...Oracle) JobVerdict {
 	wg.Wait()
 
 	for _, a := range answers {
-		if a.Verdict == Live || (a.Verdict == Gone && out.Verdict != Live) {
+		if a.Verdict == index.VerdictLive || (a.Verdict == index.VerdictGone && out.Verdict != index.VerdictLive) {
 			out.Verdict = a.Verdict
 		}
 	}

@@ -10,49 +10,17 @@ import (
 	"time"
 
 	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/flinkid"
 )
 
 // testJob is a valid Flink job id.
 const testJob = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
 
-// invalidJobIDs are ids no oracle may act on: each would escape a URL path or a
-// directory, or is simply not the form Flink prints.
-var invalidJobIDs = []string{
-	"",
-	"../x",
-	"a/b",
-	"%2e%2e",
-	"..",
-	".",
-	"A1B2C3D4E5F60718293A4B5C6D7E8F90",  // Flink prints lowercase
-	"a1b2c3d4e5f60718293a4b5c6d7e8f9",   // 31
-	"a1b2c3d4e5f60718293a4b5c6d7e8f900", // 33
-	"a1b2c3d4e5f60718293a4b5c6d7e8f9g",
-	"a1b2c3d4e5f60718293a4b5c6d7e8/..",
-	"a1b2c3d4e5f60718293a4b5c6d7e8f9\x00",
-	"a1b2c3d4e5f60718293a4b5c6d7e8f9\n",
-	"a1b2c3d4e5f60718293a4b5c6d7e8f9?",
-	"a1b2c3d4e5f60718293a4b5c6d7e8%2f",
-	"ａ1b2c3d4e5f60718293a4b5c6d7e8f90",
-}
-
-func TestValidJobID(t *testing.T) {
-	for _, id := range []string{testJob, "00000000000000000000000000000000", "ffffffffffffffffffffffffffffffff", "0123456789abcdef0123456789abcdef"} {
-		if !gc.ValidJobID(id) {
-			t.Errorf("ValidJobID(%q) = false, want true", id)
-		}
-	}
-	for _, id := range invalidJobIDs {
-		if gc.ValidJobID(id) {
-			t.Errorf("ValidJobID(%q) = true, want false", id)
-		}
-	}
-}
-
 // stubOracle answers with a fixed verdict and counts the questions.
 type stubOracle struct {
 	name    string
-	verdict gc.Verdict
+	verdict index.Verdict
 	calls   atomic.Int64
 	askedAt atomic.Int64 // UnixNano of the last call
 }
@@ -67,27 +35,27 @@ func (s *stubOracle) Judge(ctx context.Context, job string) gc.JobVerdict {
 }
 
 func TestCombine(t *testing.T) {
-	U, L, G := gc.Unknown, gc.Live, gc.Gone
+	U, L, G := index.VerdictUnknown, index.VerdictLive, index.VerdictGone
 	for _, tc := range []struct {
 		name    string
-		answers []gc.Verdict
-		want    gc.Verdict
+		answers []index.Verdict
+		want    index.Verdict
 		oracle  string // names of the oracles that gave the merged verdict
 	}{
 		{"no oracle", nil, U, ""},
-		{"unknown", []gc.Verdict{U}, U, "o0"},
-		{"live", []gc.Verdict{L}, L, "o0"},
-		{"gone", []gc.Verdict{G}, G, "o0"},
-		{"unknown and gone", []gc.Verdict{U, G}, G, "o1"},
-		{"gone and unknown", []gc.Verdict{G, U}, G, "o0"},
-		{"gone then live: a live run wins", []gc.Verdict{G, L}, L, "o1"},
-		{"live then gone: a live run wins", []gc.Verdict{L, G}, L, "o0"},
-		{"all three", []gc.Verdict{U, G, L}, L, "o2"},
-		{"two unknown", []gc.Verdict{U, U}, U, "o0,o1"},
-		{"two gone", []gc.Verdict{G, U, G}, G, "o0,o2"},
-		{"two live", []gc.Verdict{L, G, L}, L, "o0,o2"},
-		{"out-of-range verdict counts as nothing", []gc.Verdict{gc.Verdict(9)}, U, ""},
-		{"out-of-range verdict and gone", []gc.Verdict{gc.Verdict(9), G}, G, "o1"},
+		{"unknown", []index.Verdict{U}, U, "o0"},
+		{"live", []index.Verdict{L}, L, "o0"},
+		{"gone", []index.Verdict{G}, G, "o0"},
+		{"unknown and gone", []index.Verdict{U, G}, G, "o1"},
+		{"gone and unknown", []index.Verdict{G, U}, G, "o0"},
+		{"gone then live: a live run wins", []index.Verdict{G, L}, L, "o1"},
+		{"live then gone: a live run wins", []index.Verdict{L, G}, L, "o0"},
+		{"all three", []index.Verdict{U, G, L}, L, "o2"},
+		{"two unknown", []index.Verdict{U, U}, U, "o0,o1"},
+		{"two gone", []index.Verdict{G, U, G}, G, "o0,o2"},
+		{"two live", []index.Verdict{L, G, L}, L, "o0,o2"},
+		{"out-of-range verdict counts as nothing", []index.Verdict{index.Verdict(9)}, U, ""},
+		{"out-of-range verdict and gone", []index.Verdict{index.Verdict(9), G}, G, "o1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var oracles []gc.Oracle
@@ -126,10 +94,10 @@ func TestCombine(t *testing.T) {
 }
 
 func TestCombineRefusesInvalidJobID(t *testing.T) {
-	gone := &stubOracle{name: "gone", verdict: gc.Gone}
-	for _, id := range invalidJobIDs {
+	gone := &stubOracle{name: "gone", verdict: index.VerdictGone}
+	for _, id := range flinkid.InvalidJobIDs {
 		got := gc.Combine(context.Background(), id, gone)
-		if got.Verdict != gc.Unknown || got.Evidence != "invalid job id" {
+		if got.Verdict != index.VerdictUnknown || got.Evidence != "invalid job id" {
 			t.Errorf("Combine(%q) = %v %q, want unknown \"invalid job id\"", id, got.Verdict, got.Evidence)
 		}
 	}
@@ -149,11 +117,11 @@ func TestCombineRealOraclesLiveWinsOverOldResult(t *testing.T) {
 	jrs := &gc.JobResultStore{Dir: dir}
 	flink := &gc.FlinkREST{URLs: []string{srv.URL}}
 
-	if v := gc.Combine(context.Background(), testJob, jrs); v.Verdict != gc.Gone {
+	if v := gc.Combine(context.Background(), testJob, jrs); v.Verdict != index.VerdictGone {
 		t.Fatalf("job result store alone: %v, want gone (%s)", v.Verdict, v.Evidence)
 	}
 	got := gc.Combine(context.Background(), testJob, jrs, flink)
-	if got.Verdict != gc.Live || got.Oracle != "flink-rest" {
+	if got.Verdict != index.VerdictLive || got.Oracle != "flink-rest" {
 		t.Errorf("got %v by %q, want live by flink-rest (%s)", got.Verdict, got.Oracle, got.Evidence)
 	}
 	for _, want := range []string{"jrs: " + filepath.Join(dir, testJob+".json"), "flink " + srv.URL + ": state RUNNING"} {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 )
 
 // The attic is two directories outside the tree, which no path from the
@@ -21,11 +21,6 @@ import (
 const (
 	AtticPending = "pending"
 	AtticHeld    = "held"
-)
-
-const (
-	prefixAttic = 'a' // attic directory name -> ino
-	prefixHold  = 'h' // hold id -> Hold as JSON
 )
 
 func atticKey(name string) []byte { return append([]byte{prefixAttic}, name...) }
@@ -320,7 +315,7 @@ func (tx *Tx) DeleteHold(id string) error { return tx.del(holdKey(id)) }
 // Restore moves the held tree id to name in directory parent, whose path
 // from the root is dir, which must not exist there; the tree takes the
 // owners of its new paths and the hold is forgotten. Only metadata moves.
-func (tx *Tx) Restore(id string, parent uint64, name, dir string, rules *manifest.Rules) error {
+func (tx *Tx) Restore(id string, parent uint64, name, dir string, rules *owner.Rules) error {
 	h, err := tx.Hold(id)
 	if err != nil {
 		return fmt.Errorf("hold %s: %w", id, err)
@@ -348,7 +343,7 @@ func (tx *Tx) Restore(id string, parent uint64, name, dir string, rules *manifes
 // RestoreTo restores held tree id at dest, a path relative to the root
 // whose parent directory exists and which itself does not, and returns the
 // parent's inode and the name the tree got there.
-func (tx *Tx) RestoreTo(id, dest string, rules *manifest.Rules) (uint64, string, error) {
+func (tx *Tx) RestoreTo(id, dest string, rules *owner.Rules) (uint64, string, error) {
 	// The owners come from the path as the rules read it: a clean one.
 	var parts []string
 	for _, p := range strings.Split(dest, "/") {

@@ -5,10 +5,10 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 )
 
-// born is when the name p (with flinkIDs) was made, as its dirent says.
+// born is when the name p (with flinkid's {X}) was made, as its dirent says.
 func born(t *testing.T, db *index.DB, p string) int64 {
 	t.Helper()
 	return dirent(t, db, fl(p)).Born
@@ -102,7 +102,7 @@ func TestPendedNamesAreBornWhenPended(t *testing.T) {
 		t.Fatal(err)
 	}
 	update(t, db, func(tx *index.Tx) error {
-		_, _, err := tx.RestoreTo(id, fl(atticAid), manifest.FlinkRules())
+		_, _, err := tx.RestoreTo(id, fl(atticAid), owner.FlinkRules())
 		return err
 	})
 	for _, p := range paths {
@@ -112,7 +112,7 @@ func TestPendedNamesAreBornWhenPended(t *testing.T) {
 	}
 }
 
-// atticBorn is when the name p (with flinkIDs) below attic directory name
+// atticBorn is when the name p (with flinkid's {X}) below attic directory name
 // was born.
 func atticBorn(t *testing.T, db *index.DB, name, p string) int64 {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 )
 
 // Problem is one inconsistency fsck found. Kind is short and stable (tests
@@ -77,7 +78,7 @@ type checker struct {
 	staging   map[uint64]uint64 // staging id -> ino
 	refs      map[cas.Hash]uint64
 	garbage   []cas.Hash
-	owners    map[uint64]manifest.Owner
+	owners    map[uint64]owner.Owner
 	ownerIDs  map[string]uint64 // encoded owner -> id
 	roots     []jobRoot
 	attic     map[string]uint64 // attic directory name -> ino
@@ -126,7 +127,7 @@ func (db *DB) Check() ([]Problem, []cas.Hash, error) {
 		orphans:   map[uint64]bool{},
 		staging:   map[uint64]uint64{},
 		refs:      map[cas.Hash]uint64{},
-		owners:    map[uint64]manifest.Owner{},
+		owners:    map[uint64]owner.Owner{},
 		ownerIDs:  map[string]uint64{},
 		attic:     map[string]uint64{},
 		holds:     map[string]*Hold{},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 )
 
 // checkFixture is an index with a namespace addressed by path.
@@ -23,7 +24,7 @@ type checkFixture struct {
 	t     *testing.T
 	db    *DB
 	inos  map[string]uint64
-	rules *manifest.Rules
+	rules *owner.Rules
 }
 
 func newCheckFixture(t *testing.T) *checkFixture {
@@ -32,7 +33,7 @@ func newCheckFixture(t *testing.T) *checkFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return &checkFixture{t: t, db: db, inos: map[string]uint64{"": RootIno}, rules: manifest.FlinkRules()}
+	return &checkFixture{t: t, db: db, inos: map[string]uint64{"": RootIno}, rules: owner.FlinkRules()}
 }
 
 func (f *checkFixture) update(fn func(tx *Tx) error) {

@@ -164,8 +164,14 @@ func TestStagingAndSeal(t *testing.T) {
 		t.Errorf("CountStaging = %d, want 1 after restaging", n)
 	}
 
-	// Reaping g drops its references.
-	update(t, db, func(tx *index.Tx) error { _, err := tx.Reap(g); return err })
+	// Removing g, its last name, and reaping it drops its references.
+	update(t, db, func(tx *index.Tx) error {
+		if _, err := tx.Unlink(index.RootIno, "g"); err != nil {
+			return err
+		}
+		_, err := tx.Reap(g)
+		return err
+	})
 	if got := refs(t, db); !slices.Equal(got, []uint64{0, 0, 0}) {
 		t.Errorf("refs after Reap g = %v, want [0 0 0]", got)
 	}

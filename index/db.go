@@ -66,10 +66,20 @@ type DB struct {
 	readOnly bool
 	// scratch is the copy a read-only DB replays a killed daemon's log in.
 	scratch string
+	// writeMu makes Update the single writer. Callers may hold a file's mu
+	// in fs, the store's sweeping lock or control's collector lock; inside
+	// a transaction fs takes only FS.notedMu and go-fuse's node locks (to
+	// read a node's path). A transaction's function never calls Update.
 	writeMu sync.Mutex
 	inos    *badger.Sequence
 	staging *badger.Sequence
 	owners  *badger.Sequence
+
+	// Strict, set by tests, makes every committed Update run Check and
+	// call Strict with what it found, if anything, so that a transaction
+	// that leaves the index inconsistent fails the test that made it, at
+	// the commit that did (bbolt's StrictMode, which panics instead).
+	Strict func(problems []Problem, err error)
 
 	// commits counts committed updates; synced is the count the last Sync
 	// covered, so that a Sync with nothing new to flush costs nothing (a
@@ -350,6 +360,12 @@ func (db *DB) Update(fn func(*Tx) error) error {
 		return fmt.Errorf("committing index transaction: %w", err)
 	}
 	db.commits.Add(1)
+	if db.Strict != nil {
+		// writeMu is held: Check sees the index as this commit left it.
+		if problems, _, err := db.Check(); len(problems) > 0 || err != nil {
+			db.Strict(problems, err)
+		}
+	}
 	return nil
 }
 

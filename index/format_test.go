@@ -1,9 +1,10 @@
 package index
 
-// White-box: the test writes a format 1 index itself.
+// White-box: the tests write records of older formats themselves.
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -70,5 +71,120 @@ func TestOpenUpgradesFormat1(t *testing.T) {
 			db.Close()
 		}
 		t.Fatalf("Open of format %d = %v, want ErrFormat", FormatVersion+1, err)
+	}
+}
+
+// Job records written while verdicts were bare strings read as typed
+// verdicts: a name as its Verdict, an operator that is "" or absent as
+// nothing said, and any other string (a verdict of "" above all) as
+// unknown, as every reader took it. A record holding names is written back
+// byte for byte as it was read: the JSON of a job record did not change.
+func TestJobRecordStringVerdicts(t *testing.T) {
+	const id = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	for _, tc := range []struct {
+		name      string
+		record    string
+		want      Job
+		unchanged bool // PutJob writes record again, byte for byte
+	}{
+		{
+			"first write",
+			`{"id":"` + id + `","first_write":5,"last_write":5,"executors":["x"],"verdict":"unknown"}`,
+			Job{ID: id, FirstWrite: 5, LastWrite: 5, Executors: []string{"x"}, Verdict: VerdictUnknown},
+			true,
+		},
+		{
+			"judged, operator said gone",
+			`{"id":"` + id + `","first_write":100,"last_write":200,"executors":["x"],"allocations":["d"],` +
+				`"verdict":"gone","evidence":"operator: statefs job gone","oracle":"operator","since":150,"checked_at":160,` +
+				`"operator":"gone","operator_at":140}`,
+			Job{ID: id, FirstWrite: 100, LastWrite: 200, Executors: []string{"x"}, Allocations: []string{"d"},
+				Verdict: VerdictGone, Evidence: "operator: statefs job gone", Oracle: "operator", Since: 150, CheckedAt: 160,
+				Operator: VerdictGone, OperatorAt: 140},
+			true,
+		},
+		{
+			"live, operator said live",
+			`{"id":"` + id + `","first_write":1,"last_write":2,"verdict":"live","operator":"live","operator_at":3}`,
+			Job{ID: id, FirstWrite: 1, LastWrite: 2, Verdict: VerdictLive, Operator: VerdictLive, OperatorAt: 3},
+			true,
+		},
+		{
+			"operator empty",
+			`{"id":"` + id + `","first_write":1,"last_write":2,"verdict":"gone","operator":""}`,
+			Job{ID: id, FirstWrite: 1, LastWrite: 2, Verdict: VerdictGone},
+			false,
+		},
+		{
+			"verdict empty",
+			`{"id":"` + id + `","first_write":1,"last_write":2,"verdict":""}`,
+			Job{ID: id, FirstWrite: 1, LastWrite: 2},
+			false,
+		},
+		{
+			"verdict absent",
+			`{"id":"` + id + `","first_write":1,"last_write":2}`,
+			Job{ID: id, FirstWrite: 1, LastWrite: 2},
+			false,
+		},
+		{
+			"no names",
+			`{"id":"` + id + `","verdict":"Gone","operator":"dead"}`,
+			Job{ID: id},
+			false,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			key := append([]byte{prefixJob}, id...)
+			err = db.Update(func(tx *Tx) error {
+				if err := tx.set(key, []byte(tc.record)); err != nil {
+					return err
+				}
+				got, err := tx.Job(id)
+				if err != nil {
+					t.Fatalf("Job: %v", err)
+				}
+				if !reflect.DeepEqual(*got, tc.want) {
+					t.Errorf("Job = %+v\nwant  %+v", *got, tc.want)
+				}
+				if all, err := tx.Jobs(); err != nil || len(all) != 1 || !reflect.DeepEqual(*all[0], tc.want) {
+					t.Errorf("Jobs = %+v, %v; want the one record", all, err)
+				}
+				if err := tx.PutJob(got); err != nil {
+					return err
+				}
+				again, err := tx.get(key)
+				if err != nil {
+					return err
+				}
+				if tc.unchanged && string(again) != tc.record {
+					t.Errorf("PutJob wrote\n%s\nfor the record read from\n%s", again, tc.record)
+				}
+				if back, err := tx.Job(id); err != nil || !reflect.DeepEqual(*back, tc.want) {
+					t.Errorf("written back, the record reads %+v, %v; want %+v", back, err, tc.want)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Every prefix is one kind of record: two kinds sharing a byte would read
+// each other's keys.
+func TestPrefixesDistinct(t *testing.T) {
+	seen := map[byte]bool{}
+	for _, p := range prefixes {
+		if seen[p] {
+			t.Errorf("prefix %q is listed twice", p)
+		}
+		seen[p] = true
 	}
 }

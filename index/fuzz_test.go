@@ -18,6 +18,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 )
 
 // FuzzInodeRecord: a value that decodes as an inode is exactly what marshal
@@ -88,11 +89,11 @@ func FuzzDirentRecord(f *testing.F) {
 // second encoding of one owner would intern it twice. Every owner of a
 // known level round-trips.
 func FuzzOwnerRecord(f *testing.F) {
-	for _, o := range []manifest.Owner{
+	for _, o := range []owner.Owner{
 		{},
-		{Level: manifest.LevelExecutor, Executor: "tm-1"},
-		{Level: manifest.LevelCheckpoint, Executor: "tm-1", Allocation: "a", Job: "j", Vertex: "v", Subtask: "0", Checkpoint: "7"},
-		{Level: manifest.LevelJob, Job: strings.Repeat("j", 200)}, // a two-byte length
+		{Level: owner.LevelExecutor, Executor: "tm-1"},
+		{Level: owner.LevelCheckpoint, Executor: "tm-1", Allocation: "a", Job: "j", Vertex: "v", Subtask: "0", Checkpoint: "7"},
+		{Level: owner.LevelJob, Job: strings.Repeat("j", 200)}, // a two-byte length
 	} {
 		f.Add(encodeOwner(o), uint8(o.Level), o.Executor, o.Job, o.Checkpoint)
 	}
@@ -104,10 +105,10 @@ func FuzzOwnerRecord(f *testing.F) {
 				t.Fatalf("decodeOwner(%x) = %+v, which encodes to %x", b, o, again)
 			}
 		}
-		in := manifest.Owner{Level: manifest.Level(level), Executor: executor, Job: job, Checkpoint: checkpoint}
+		in := owner.Owner{Level: owner.Level(level), Executor: executor, Job: job, Checkpoint: checkpoint}
 		out, err := decodeOwner(encodeOwner(in))
 		switch {
-		case in.Level > manifest.LevelCheckpoint:
+		case in.Level > owner.LevelCheckpoint:
 			if err == nil {
 				t.Fatalf("decoded an owner of unknown level %d: %+v", level, out)
 			}
@@ -124,7 +125,7 @@ func FuzzOwnerRecord(f *testing.F) {
 // so rewriting a record (every NoteWrite does) never changes what it says.
 func FuzzJSONRecords(f *testing.F) {
 	for _, v := range []any{
-		&Job{ID: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", FirstWrite: 1, LastWrite: 2, Executors: []string{"tm-1"}, Verdict: "gone", Since: 3, Operator: "live"},
+		&Job{ID: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", FirstWrite: 1, LastWrite: 2, Executors: []string{"tm-1"}, Verdict: VerdictGone, Since: 3, Operator: VerdictLive},
 		&Executor{ID: "tm-1", LastWrite: 5, Jobs: []string{"j"}},
 		&Hold{ID: "0000000000000001", Ino: 9, Path: "tm_1/localState/aid_x", Jobs: []string{"j"}, At: 1, Files: 2, Bytes: -1, Dropping: "ttl"},
 	} {
@@ -163,7 +164,7 @@ func FuzzJSONRecords(f *testing.F) {
 // the API the daemon, the collector and the CLI use, and runs Check (statefs
 // fsck). Nothing may panic, and a corruption Check calls clean must not make
 // any reader fail: whatever breaks the daemon, fsck reports. The key is the
-// n-th of those with the given prefix byte (tx.go and owner.go list them),
+// n-th of those with the given prefix byte (keys.go lists them),
 // or of all keys if none has it.
 func FuzzIndexRecord(f *testing.F) {
 	db, keys := recordFixture(f)
@@ -236,7 +237,7 @@ func recordFixture(tb testing.TB) (*DB, [][]byte) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
-	rules := manifest.FlinkRules()
+	rules := owner.FlinkRules()
 	const sti = "tm_x/localState/aid_dddddddddddddddddddddddddddddddd/jid_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/vtx_cccccccccccccccccccccccccccccccc_sti_0"
 	inos := map[string]uint64{"": RootIno}
 	err = db.Update(func(tx *Tx) error {

@@ -4,12 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/statefs/statefs/manifest"
-)
-
-const (
-	prefixJob      = 'J' // job id -> Job as JSON
-	prefixExecutor = 'E' // resource id -> Executor as JSON
+	"github.com/statefs/statefs/owner"
 )
 
 // Job is what the index knows about one job: when its state was written,
@@ -21,22 +16,54 @@ type Job struct {
 	LastWrite   int64    `json:"last_write"`
 	Executors   []string `json:"executors,omitempty"`
 	Allocations []string `json:"allocations,omitempty"`
-	// Verdict is "live", "unknown" or "gone" (see package gc); Since is when
-	// it began to hold without a break, CheckedAt when it was last confirmed.
-	Verdict   string `json:"verdict"`
-	Evidence  string `json:"evidence,omitempty"`
-	Oracle    string `json:"oracle,omitempty"`
-	Since     int64  `json:"since,omitempty"`
-	CheckedAt int64  `json:"checked_at,omitempty"`
-	// Operator is what the operator said ("statefs job gone|live"): "gone",
-	// "live", or "" for nothing; OperatorAt when.
-	Operator   string `json:"operator,omitempty"`
-	OperatorAt int64  `json:"operator_at,omitempty"`
+	// Verdict is the latest combined verdict (package gc judges); Since is
+	// when it began to hold without a break, CheckedAt when it was last
+	// confirmed.
+	Verdict   Verdict `json:"verdict"`
+	Evidence  string  `json:"evidence,omitempty"`
+	Oracle    string  `json:"oracle,omitempty"`
+	Since     int64   `json:"since,omitempty"`
+	CheckedAt int64   `json:"checked_at,omitempty"`
+	// Operator is what the operator said ("statefs job gone|live"):
+	// VerdictGone, VerdictLive, or VerdictUnknown for nothing; OperatorAt
+	// when.
+	Operator   Verdict `json:"operator,omitempty"`
+	OperatorAt int64   `json:"operator_at,omitempty"`
 }
 
 // Gone reports whether the latest verdict about j is that it is gone
 // (package gc writes the verdicts).
-func (j *Job) Gone() bool { return j.Verdict == "gone" }
+func (j *Job) Gone() bool { return j.Verdict == VerdictGone }
+
+// UnmarshalJSON decodes a record as PutJob writes it, verdicts as their
+// names. Records written before verdicts had a type hold them as bare
+// strings, and every reader took anything but "live" and "gone" ("" above
+// all) for unknown: such a record still decodes, its odd verdicts as
+// VerdictUnknown, rather than failing every listing of the jobs.
+func (j *Job) UnmarshalJSON(b []byte) error {
+	type fields Job // Job's fields without this method
+	var rec struct {
+		fields
+		Verdict  string `json:"verdict"`
+		Operator string `json:"operator"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return err
+	}
+	*j = Job(rec.fields)
+	j.Verdict, j.Operator = storedVerdict(rec.Verdict), storedVerdict(rec.Operator)
+	return nil
+}
+
+// storedVerdict reads a verdict's name from a job record; anything else is
+// VerdictUnknown.
+func storedVerdict(name string) Verdict {
+	v, err := ParseVerdict(name)
+	if err != nil {
+		return VerdictUnknown
+	}
+	return v
+}
 
 // DeleteJob removes the record of job id.
 func (tx *Tx) DeleteJob(id string) error {
@@ -113,7 +140,7 @@ func (tx *Tx) DeleteExecutor(id string) error {
 	return tx.del(append([]byte{prefixExecutor}, id...))
 }
 
-func (tx *Tx) noteExecutorWrite(o manifest.Owner, now int64) error {
+func (tx *Tx) noteExecutorWrite(o owner.Owner, now int64) error {
 	e, err := tx.Executor(o.Executor)
 	if err == ErrNotFound {
 		e, err = &Executor{ID: o.Executor}, nil
@@ -135,7 +162,7 @@ func (tx *Tx) noteExecutorWrite(o manifest.Owner, now int64) error {
 // NoteWrite records that state owned by o was written at now: the job's
 // first and last write and the executors and allocations it was seen on,
 // and the executor's last write and jobs.
-func (tx *Tx) NoteWrite(o manifest.Owner, now int64) error {
+func (tx *Tx) NoteWrite(o owner.Owner, now int64) error {
 	if o.Executor != "" {
 		if err := tx.noteExecutorWrite(o, now); err != nil {
 			return err
@@ -146,7 +173,7 @@ func (tx *Tx) NoteWrite(o manifest.Owner, now int64) error {
 	}
 	j, err := tx.Job(o.Job)
 	if err == ErrNotFound {
-		j, err = &Job{ID: o.Job, FirstWrite: now, Verdict: "unknown"}, nil
+		j, err = &Job{ID: o.Job, FirstWrite: now, Verdict: VerdictUnknown}, nil
 	}
 	if err != nil {
 		return err

@@ -7,7 +7,8 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/internal/flinkid"
+	"github.com/statefs/statefs/owner"
 )
 
 func readJob(db *index.DB, id string) (j *index.Job, err error) {
@@ -29,11 +30,11 @@ func jobIDs(t *testing.T, db *index.DB) []string {
 }
 
 func TestNoteWrite(t *testing.T) {
-	owner := func(path string) manifest.Owner { return manifest.FlinkRules().Owner(flinkIDs.Replace(path)) }
-	chkD := owner("tm_x/localState/aid_{D}/jid_{A}/vtx_{V}_sti_0/chk_3/db/000001.sst")
+	ownerOf := func(path string) owner.Owner { return owner.FlinkRules().Owner(flinkid.Expand(path)) }
+	chkD := ownerOf("tm_x/localState/aid_{D}/jid_{A}/vtx_{V}_sti_0/chk_3/db/000001.sst")
 	type write struct {
-		owner manifest.Owner
-		at    int64
+		o  owner.Owner
+		at int64
 	}
 	for _, c := range []struct {
 		name   string
@@ -42,31 +43,31 @@ func TestNoteWrite(t *testing.T) {
 	}{
 		{"first write makes an unknown job", []write{{chkD, 100}},
 			&index.Job{ID: jobA, FirstWrite: 100, LastWrite: 100, Executors: []string{"x"},
-				Allocations: []string{flinkIDs.Replace("{D}")}, Verdict: "unknown"}},
+				Allocations: []string{flinkid.Expand("{D}")}, Verdict: index.VerdictUnknown}},
 		{"later writes advance LastWrite only", []write{{chkD, 100}, {chkD, 300}, {chkD, 200}},
 			&index.Job{ID: jobA, FirstWrite: 100, LastWrite: 300, Executors: []string{"x"},
-				Allocations: []string{flinkIDs.Replace("{D}")}, Verdict: "unknown"}},
+				Allocations: []string{flinkid.Expand("{D}")}, Verdict: index.VerdictUnknown}},
 		{"executors and allocations once each, in order seen", []write{
 			{chkD, 100},
-			{owner("tm_y/localState/aid_{E}/jid_{A}"), 110},
-			{owner("tm_x/localState/aid_{E}/jid_{A}/vtx_{V}_sti_1"), 120},
-			{owner("tm_x/tmp/job_{A}_op_Map_uuid_{U}/db/CURRENT"), 130}, // no allocation
+			{ownerOf("tm_y/localState/aid_{E}/jid_{A}"), 110},
+			{ownerOf("tm_x/localState/aid_{E}/jid_{A}/vtx_{V}_sti_1"), 120},
+			{ownerOf("tm_x/tmp/job_{A}_op_Map_uuid_{U}/db/CURRENT"), 130}, // no allocation
 			{chkD, 140},
 		}, &index.Job{ID: jobA, FirstWrite: 100, LastWrite: 140, Executors: []string{"x", "y"},
-			Allocations: []string{flinkIDs.Replace("{D}"), flinkIDs.Replace("{E}")}, Verdict: "unknown"}},
-		{"RocksDB instance alone", []write{{owner("tm_x/tmp/job_{A}_op_Map_uuid_{U}"), 5}},
-			&index.Job{ID: jobA, FirstWrite: 5, LastWrite: 5, Executors: []string{"x"}, Verdict: "unknown"}},
+			Allocations: []string{flinkid.Expand("{D}"), flinkid.Expand("{E}")}, Verdict: index.VerdictUnknown}},
+		{"RocksDB instance alone", []write{{ownerOf("tm_x/tmp/job_{A}_op_Map_uuid_{U}"), 5}},
+			&index.Job{ID: jobA, FirstWrite: 5, LastWrite: 5, Executors: []string{"x"}, Verdict: index.VerdictUnknown}},
 		{"no job, no record", []write{
-			{owner("tm_x/localState/aid_{D}"), 1},
-			{owner("tm_x/slotAllocationSnapshots/0.bin"), 2},
-			{owner("scratch/jid_{A}"), 3},
-			{manifest.Owner{}, 4},
+			{ownerOf("tm_x/localState/aid_{D}"), 1},
+			{ownerOf("tm_x/slotAllocationSnapshots/0.bin"), 2},
+			{ownerOf("scratch/jid_{A}"), 3},
+			{owner.Owner{}, 4},
 		}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := openDB(t)
 			for _, w := range c.writes {
-				update(t, db, func(tx *index.Tx) error { return tx.NoteWrite(w.owner, w.at) })
+				update(t, db, func(tx *index.Tx) error { return tx.NoteWrite(w.o, w.at) })
 			}
 			if c.want == nil {
 				if ids := jobIDs(t, db); len(ids) != 0 {
@@ -89,14 +90,14 @@ func TestNoteWrite(t *testing.T) {
 // job id must not reset a verdict's Since.
 func TestNoteWriteKeepsVerdict(t *testing.T) {
 	db := openDB(t)
-	o := manifest.FlinkRules().Owner(flinkIDs.Replace("tm_x/localState/aid_{D}/jid_{A}"))
+	o := owner.FlinkRules().Owner(flinkid.Expand("tm_x/localState/aid_{D}/jid_{A}"))
 	update(t, db, func(tx *index.Tx) error { return tx.NoteWrite(o, 100) })
 	j, err := readJob(db, jobA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.Verdict, j.Evidence, j.Oracle, j.Since, j.CheckedAt = "gone", "operator said so", "operator", 150, 160
-	j.Operator, j.OperatorAt = "gone", 140
+	j.Verdict, j.Evidence, j.Oracle, j.Since, j.CheckedAt = index.VerdictGone, "operator said so", "operator", 150, 160
+	j.Operator, j.OperatorAt = index.VerdictGone, 140
 	update(t, db, func(tx *index.Tx) error { return tx.PutJob(j) })
 	update(t, db, func(tx *index.Tx) error { return tx.NoteWrite(o, 200) })
 	want := *j
@@ -116,7 +117,7 @@ func TestJobsOrderedAndDeleted(t *testing.T) {
 	ids := []string{"0000000000000000000000000000000f", jobB, "00000000000000000000000000000000", jobA, "10000000000000000000000000000000"}
 	for i, id := range ids {
 		update(t, db, func(tx *index.Tx) error {
-			return tx.NoteWrite(manifest.Owner{Executor: "x", Job: id, Level: manifest.LevelJob}, int64(i))
+			return tx.NoteWrite(owner.Owner{Executor: "x", Job: id, Level: owner.LevelJob}, int64(i))
 		})
 	}
 	want := slices.Sorted(slices.Values(ids))

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 )
 
 // Owners are interned: an inode carries the number of its owner (0 for an
@@ -15,14 +15,7 @@ import (
 // indexed by job, so the collector finds a job's state without scanning
 // the tree.
 
-const (
-	prefixOwner        = 'w' // owner id -> encoded owner
-	prefixOwnerByID    = 'W' // encoded owner -> owner id
-	prefixJobRoot      = 'r' // job, 0, ino -> nothing
-	prefixExecutorRoot = 'e' // executor, 0, ino -> nothing
-)
-
-func encodeOwner(o manifest.Owner) []byte {
+func encodeOwner(o owner.Owner) []byte {
 	b := []byte{byte(o.Level)}
 	for _, s := range []string{o.Executor, o.Allocation, o.Job, o.Vertex, o.Subtask, o.Checkpoint} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
@@ -31,13 +24,13 @@ func encodeOwner(o manifest.Owner) []byte {
 	return b
 }
 
-func decodeOwner(b []byte) (manifest.Owner, error) {
-	var o manifest.Owner
+func decodeOwner(b []byte) (owner.Owner, error) {
+	var o owner.Owner
 	if len(b) < 1 {
 		return o, errors.New("corrupt owner record")
 	}
-	o.Level = manifest.Level(b[0])
-	if o.Level > manifest.LevelCheckpoint {
+	o.Level = owner.Level(b[0])
+	if o.Level > owner.LevelCheckpoint {
 		return o, fmt.Errorf("corrupt owner record: level %d", b[0])
 	}
 	b = b[1:]
@@ -57,8 +50,8 @@ func decodeOwner(b []byte) (manifest.Owner, error) {
 }
 
 // OwnerID interns o and returns its number; the zero Owner is 0.
-func (tx *Tx) OwnerID(o manifest.Owner) (uint64, error) {
-	if o == (manifest.Owner{}) {
+func (tx *Tx) OwnerID(o owner.Owner) (uint64, error) {
+	if o == (owner.Owner{}) {
 		return 0, nil
 	}
 	enc := encodeOwner(o)
@@ -85,13 +78,13 @@ func (tx *Tx) OwnerID(o manifest.Owner) (uint64, error) {
 }
 
 // Owner reads the owner numbered id; 0 is the zero Owner (unowned).
-func (tx *Tx) Owner(id uint64) (manifest.Owner, error) {
+func (tx *Tx) Owner(id uint64) (owner.Owner, error) {
 	if id == 0 {
-		return manifest.Owner{}, nil
+		return owner.Owner{}, nil
 	}
 	b, err := tx.get(inoKey(prefixOwner, id))
 	if err != nil {
-		return manifest.Owner{}, fmt.Errorf("owner %d: %w", id, err)
+		return owner.Owner{}, fmt.Errorf("owner %d: %w", id, err)
 	}
 	return decodeOwner(b)
 }
@@ -127,7 +120,7 @@ func (tx *Tx) ExecutorRoots(executor string) ([]uint64, error) {
 // executor, given its parent's owner and the owner it had before (0 if
 // none). Called whenever n gets a parent or an owner.
 func (tx *Tx) indexRoot(n *Inode, parentOwner, oldOwner uint64) error {
-	var o [3]manifest.Owner // n's, its parent's, its old one
+	var o [3]owner.Owner // n's, its parent's, its old one
 	for i, id := range []uint64{n.Owner, parentOwner, oldOwner} {
 		var err error
 		if o[i], err = tx.Owner(id); err != nil {
@@ -161,7 +154,7 @@ func (tx *Tx) setRoot(prefix byte, ino uint64, id, parentID, old string) error {
 // Reown gives inode ino, named path (relative to the mount root), and
 // everything below it the owners rules assign to their paths, keeping the
 // job roots right. A rename that moves state between owners calls it.
-func (tx *Tx) Reown(ino uint64, path string, rules *manifest.Rules) error {
+func (tx *Tx) Reown(ino uint64, path string, rules *owner.Rules) error {
 	n, err := tx.Inode(ino)
 	if err != nil {
 		return err
@@ -181,7 +174,7 @@ const unknownOwner = ^uint64(0)
 // neither n's owner nor its parent's changed, its root records stand as
 // they were, and nothing is written (a tree put back where it was writes
 // nothing but its top).
-func (tx *Tx) reown(n *Inode, parentOwner, oldParentOwner uint64, path string, rules *manifest.Rules) error {
+func (tx *Tx) reown(n *Inode, parentOwner, oldParentOwner uint64, path string, rules *owner.Rules) error {
 	id, err := tx.OwnerID(rules.Owner(path))
 	if err != nil {
 		return err

@@ -9,24 +9,14 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/internal/flinkid"
+	"github.com/statefs/statefs/owner"
 )
 
-// Flink ids for the owner and job tests: two jobs, three allocations, a vertex
-// and a RocksDB instance uuid, as Flink prints them.
-var flinkIDs = strings.NewReplacer(
-	"{A}", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-	"{B}", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
-	"{D}", "dddddddddddddddddddddddddddddddd",
-	"{E}", "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee",
-	"{F}", "ffffffffffffffffffffffffffffffff",
-	"{V}", "cccccccccccccccccccccccccccccccc",
-	"{U}", "12345678-9abc-def0-1234-56789abcdef0",
-)
-
-var (
-	jobA = flinkIDs.Replace("{A}")
-	jobB = flinkIDs.Replace("{B}")
+// The two jobs of the owner and job tests (flinkid's {A} and {B}).
+const (
+	jobA = flinkid.JobA
+	jobB = flinkid.JobB
 )
 
 // flinkTree is a TaskManager working directory with state of jobs A and B:
@@ -68,7 +58,7 @@ var flinkTree = []string{
 	"scratch/CURRENT",
 }
 
-// buildOwned builds paths (directories end in "/", {X} are flinkIDs) as
+// buildOwned builds paths (directories end in "/", with flinkid's {X}) as
 // the fs layer creates them: each inode with the owner FlinkRules gives its
 // path, interned in the creating transaction, and the write noted for its
 // job.
@@ -76,7 +66,7 @@ func buildOwned(t *testing.T, db *index.DB, paths ...string) tree {
 	t.Helper()
 	tr := tree{"": index.RootIno}
 	for _, p := range paths {
-		p = flinkIDs.Replace(p)
+		p = flinkid.Expand(p)
 		mode := uint32(fileMode)
 		if strings.HasSuffix(p, "/") {
 			mode = dirMode
@@ -86,16 +76,16 @@ func buildOwned(t *testing.T, db *index.DB, paths ...string) tree {
 		parent := tr.ino(t, dir)
 		ino := newIno(t, db)
 		now := index.Now()
-		owner := manifest.FlinkRules().Owner(p)
+		o := owner.FlinkRules().Owner(p)
 		update(t, db, func(tx *index.Tx) (err error) {
 			n := &index.Inode{Ino: ino, Mode: mode, Atime: now, Mtime: now, Ctime: now, Btime: now}
-			if n.Owner, err = tx.OwnerID(owner); err != nil {
+			if n.Owner, err = tx.OwnerID(o); err != nil {
 				return err
 			}
 			if err := tx.Create(parent, name, n); err != nil {
 				return err
 			}
-			return tx.NoteWrite(owner, now)
+			return tx.NoteWrite(o, now)
 		})
 		tr[p] = ino
 	}
@@ -112,12 +102,12 @@ func jobRoots(t *testing.T, db *index.DB, job string) []uint64 {
 	return roots
 }
 
-// inosOf maps paths (with flinkIDs) to their inodes in tr, sorted.
+// inosOf maps paths (with flinkid's {X}) to their inodes in tr, sorted.
 func inosOf(t *testing.T, tr tree, paths ...string) []uint64 {
 	t.Helper()
 	var inos []uint64
 	for _, p := range paths {
-		inos = append(inos, tr.ino(t, flinkIDs.Replace(p)))
+		inos = append(inos, tr.ino(t, flinkid.Expand(p)))
 	}
 	slices.Sort(inos)
 	return inos
@@ -141,8 +131,8 @@ func checkOwners(t *testing.T, db *index.DB) {
 		}
 		for _, d := range ds {
 			p := path.Join(prefix, d.Name)
-			want := manifest.FlinkRules().Owner(p)
-			var got manifest.Owner
+			want := owner.FlinkRules().Owner(p)
+			var got owner.Owner
 			err := db.View(func(tx *index.Tx) error {
 				n, err := tx.Inode(d.Ino)
 				if err != nil {
@@ -175,16 +165,16 @@ func checkOwners(t *testing.T, db *index.DB) {
 }
 
 func TestOwnerIDInterning(t *testing.T) {
-	owners := []manifest.Owner{
-		{Executor: "x", Level: manifest.LevelExecutor},
-		{Executor: "x", Allocation: "d", Job: "j", Vertex: "v", Subtask: "0", Checkpoint: "3", Level: manifest.LevelCheckpoint},
-		{Executor: "x", Allocation: "d", Job: "j", Vertex: "v", Subtask: "0", Checkpoint: "4", Level: manifest.LevelCheckpoint},
-		{Executor: "x", Allocation: "d", Job: "j", Level: manifest.LevelJobInAllocation},
-		{Executor: "x", Job: "j", Level: manifest.LevelJob},
-		{Executor: "x", Job: "j", Level: manifest.LevelJobInAllocation}, // only the level differs
-		{Executor: "", Allocation: "", Job: "j", Level: manifest.LevelJob},
-		{Executor: strings.Repeat("r", 255), Job: strings.Repeat("é", 100), Checkpoint: "9223372036854775807", Level: manifest.LevelCheckpoint},
-		{Executor: "a\x00b", Allocation: "/", Level: manifest.LevelAllocation},
+	owners := []owner.Owner{
+		{Executor: "x", Level: owner.LevelExecutor},
+		{Executor: "x", Allocation: "d", Job: "j", Vertex: "v", Subtask: "0", Checkpoint: "3", Level: owner.LevelCheckpoint},
+		{Executor: "x", Allocation: "d", Job: "j", Vertex: "v", Subtask: "0", Checkpoint: "4", Level: owner.LevelCheckpoint},
+		{Executor: "x", Allocation: "d", Job: "j", Level: owner.LevelJobInAllocation},
+		{Executor: "x", Job: "j", Level: owner.LevelJob},
+		{Executor: "x", Job: "j", Level: owner.LevelJobInAllocation}, // only the level differs
+		{Executor: "", Allocation: "", Job: "j", Level: owner.LevelJob},
+		{Executor: strings.Repeat("r", 255), Job: strings.Repeat("é", 100), Checkpoint: "9223372036854775807", Level: owner.LevelCheckpoint},
+		{Executor: "a\x00b", Allocation: "/", Level: owner.LevelAllocation},
 	}
 	dir := t.TempDir()
 	db, err := index.Open(dir)
@@ -244,7 +234,7 @@ func TestOwnerIDInterning(t *testing.T) {
 	}
 	var fresh uint64
 	update(t, db, func(tx *index.Tx) (err error) {
-		fresh, err = tx.OwnerID(manifest.Owner{Executor: "new after reopen", Level: manifest.LevelExecutor})
+		fresh, err = tx.OwnerID(owner.Owner{Executor: "new after reopen", Level: owner.LevelExecutor})
 		return err
 	})
 	if slices.Contains(ids, fresh) || fresh == 0 {
@@ -255,10 +245,10 @@ func TestOwnerIDInterning(t *testing.T) {
 func TestOwnerZeroAndUnknown(t *testing.T) {
 	db := openDB(t)
 	update(t, db, func(tx *index.Tx) error {
-		if id, err := tx.OwnerID(manifest.Owner{}); id != 0 || err != nil {
+		if id, err := tx.OwnerID(owner.Owner{}); id != 0 || err != nil {
 			t.Errorf("OwnerID(zero Owner) = %d, %v; want 0, nil", id, err)
 		}
-		if o, err := tx.Owner(0); o != (manifest.Owner{}) || err != nil {
+		if o, err := tx.Owner(0); o != (owner.Owner{}) || err != nil {
 			t.Errorf("Owner(0) = %+v, %v; want the zero Owner", o, err)
 		}
 		if _, err := tx.Owner(12345); !errors.Is(err, index.ErrNotFound) {
@@ -285,7 +275,7 @@ func TestCreateRecordsJobRoots(t *testing.T) {
 			"tm_x/localState/aid_{E}/jid_{B}",
 			"tm_x/tmp/job_{B}_op_StreamMap_1_uuid_{U}",
 		}},
-		{flinkIDs.Replace("{F}"), nil},
+		{flinkid.Expand("{F}"), nil},
 	} {
 		if got, want := jobRoots(t, db, c.job), inosOf(t, tr, c.roots...); !slices.Equal(got, want) {
 			t.Errorf("JobRoots(%.8s…) = %v, want %v (%v)", c.job, got, want, c.roots)
@@ -300,7 +290,7 @@ func TestReapRemovesJobRoot(t *testing.T) {
 		"tm_x/tmp/", "tm_x/tmp/job_{A}_op_Map_uuid_{U}/",
 		"tm_x/tmp/job_{B}_op_Map_uuid_{U}", // a file where a job's instance directory would be
 	)
-	aid, tmp := tr.ino(t, flinkIDs.Replace("tm_x/localState/aid_{D}")), tr.ino(t, "tm_x/tmp")
+	aid, tmp := tr.ino(t, flinkid.Expand("tm_x/localState/aid_{D}")), tr.ino(t, "tm_x/tmp")
 	if got := len(jobRoots(t, db, jobA)); got != 2 {
 		t.Fatalf("job A has %d roots, want 2", got)
 	}
@@ -308,7 +298,7 @@ func TestReapRemovesJobRoot(t *testing.T) {
 	if got, want := jobRoots(t, db, jobA), inosOf(t, tr, "tm_x/tmp/job_{A}_op_Map_uuid_{U}"); !slices.Equal(got, want) {
 		t.Errorf("after rmdir of jid_A: JobRoots(A) = %v, want %v", got, want)
 	}
-	update(t, db, func(tx *index.Tx) error { return tx.Rmdir(tmp, "job_"+jobA+"_op_Map_uuid_"+flinkIDs.Replace("{U}")) })
+	update(t, db, func(tx *index.Tx) error { return tx.Rmdir(tmp, "job_"+jobA+"_op_Map_uuid_"+flinkid.Expand("{U}")) })
 	if got := jobRoots(t, db, jobA); len(got) != 0 {
 		t.Errorf("after rmdir of every root: JobRoots(A) = %v, want none", got)
 	}
@@ -316,7 +306,7 @@ func TestReapRemovesJobRoot(t *testing.T) {
 		t.Fatalf("job B has %d roots, want 1 (the file)", got)
 	}
 	update(t, db, func(tx *index.Tx) error {
-		n, err := tx.Unlink(tmp, "job_"+jobB+"_op_Map_uuid_"+flinkIDs.Replace("{U}"))
+		n, err := tx.Unlink(tmp, "job_"+jobB+"_op_Map_uuid_"+flinkid.Expand("{U}"))
 		if err != nil {
 			return err
 		}
@@ -358,14 +348,14 @@ func TestReown(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			db := openDB(t)
 			tr := buildOwned(t, db, flinkTree...)
-			from, to := flinkIDs.Replace(c.from), flinkIDs.Replace(c.to)
+			from, to := flinkid.Expand(c.from), flinkid.Expand(c.to)
 			oldDir, oldName := path.Split(from)
 			newDir, newName := path.Split(to)
 			update(t, db, func(tx *index.Tx) error {
 				if _, err := tx.Rename(tr.ino(t, oldDir), oldName, tr.ino(t, newDir), newName, 0); err != nil {
 					return err
 				}
-				return tx.Reown(tr.ino(t, from), to, manifest.FlinkRules())
+				return tx.Reown(tr.ino(t, from), to, owner.FlinkRules())
 			})
 			checkOwners(t, db)
 		})

@@ -13,20 +13,6 @@ type Tx struct {
 	db  *DB
 }
 
-// Key prefixes. Integers are big-endian so that keys sort by number.
-const (
-	prefixInode    = 'i' // ino -> Inode
-	prefixDirent   = 'd' // parent ino, name -> child ino, mode
-	prefixManifest = 'm' // ino -> manifest.Manifest
-	prefixXattr    = 'x' // ino, name -> value
-	prefixChunk    = 'c' // hash -> reference count
-	prefixGarbage  = 'z' // hash -> nothing: chunks whose count fell to zero
-	prefixStaging  = 's' // staging id -> ino
-	prefixOrphan   = 'o' // ino -> nothing: unlinked, still open
-	prefixSeq      = 'q' // name -> badger sequence
-	prefixVersion  = 'v'
-)
-
 func inoKey(prefix byte, ino uint64) []byte {
 	k := make([]byte, 9)
 	k[0] = prefix

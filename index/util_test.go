@@ -16,15 +16,23 @@ const (
 )
 
 // openDB opens a new index in a temporary directory, closed at the end of
-// the test.
+// the test, that checks itself after every commit (DB.Strict).
 func openDB(t *testing.T) *index.DB {
 	t.Helper()
 	db, err := index.Open(t.TempDir())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	db.Strict = strict(t)
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// strict fails t for every commit that leaves the index inconsistent.
+func strict(t testing.TB) func([]index.Problem, error) {
+	return func(ps []index.Problem, err error) {
+		t.Errorf("a commit left the index inconsistent: %v %v", ps, err)
+	}
 }
 
 func update(t *testing.T, db *index.DB, fn func(tx *index.Tx) error) {

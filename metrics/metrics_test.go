@@ -210,7 +210,7 @@ func TestStoreMetricsAreReadWhenScraped(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		j.Verdict = gc.Gone.String()
+		j.Verdict = index.VerdictGone
 		return tx.PutJob(j)
 	})
 	if err != nil {

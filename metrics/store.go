@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/statefs/statefs/gc"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/store"
 )
@@ -39,7 +38,7 @@ type storeCollector struct {
 // storeScan is what one scan found.
 type storeScan struct {
 	stats store.Stats
-	jobs  [gc.Gone + 1]int // by gc.Verdict
+	jobs  [index.VerdictGone + 1]int // by verdict
 	err   error
 }
 
@@ -115,7 +114,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descChunkBytes, float64(st.ChunkBytes))
 	gauge(descScanAge, time.Since(scanned).Seconds())
 	for v, n := range scan.jobs {
-		gauge(descJobs, float64(n), gc.Verdict(v).String())
+		gauge(descJobs, float64(n), index.Verdict(v).String())
 	}
 }
 
@@ -134,8 +133,7 @@ func (c *storeCollector) scan() (storeScan, time.Time) {
 		scan.err = c.store.Index.View(func(tx *index.Tx) error {
 			jobs, err := tx.Jobs()
 			for _, j := range jobs {
-				v, _ := gc.ParseVerdict(j.Verdict) // a verdict nobody set is Unknown
-				scan.jobs[v]++
+				scan.jobs[j.Verdict]++ // a record decodes to one of the three
 			}
 			return err
 		})

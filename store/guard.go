@@ -18,6 +18,10 @@ import (
 // a sweep, and a sweep stalls only the seals that want the chunks it is
 // removing at that moment.
 type chunkGuard struct {
+	// mu guards pins and doomed. doom holds it across a read transaction of
+	// the index, which takes no lock of ours; nothing else is taken while
+	// it is held. fs may hold a file's mu when a seal unpins (its commit or
+	// drop); pins are taken without it.
 	mu sync.Mutex
 	// removed is broadcast when a sweep has removed the chunks it doomed.
 	removed sync.Cond

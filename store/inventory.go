@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 )
 
 // Inventory is, per job, which checkpoints of which subtasks the store
@@ -105,7 +105,7 @@ func (s *Store) inventoryDir(tx *index.Tx, dir uint64, path string, subtasks map
 		if err != nil {
 			return err
 		}
-		if o.Level == manifest.LevelCheckpoint {
+		if o.Level == owner.LevelCheckpoint {
 			key := [4]string{o.Executor, o.Allocation, o.Vertex, o.Subtask}
 			st := subtasks[key]
 			if st == nil {

@@ -3,6 +3,11 @@
 // opens and locks that directory, recovers it after a crash, and moves
 // content between staging files and chunks (Seal, Materialize, ReadAt).
 // It knows inodes but not paths or the kernel.
+//
+// Locks: a sweep holds Store.sweeping from start to end and takes the chunk
+// guard's lock (guard.go) per batch, with a read transaction of the index
+// under it; a seal takes the guard's lock per chunk it pins. Neither waits
+// for the other but where a seal wants a chunk a sweep is removing.
 package store
 
 import (
@@ -45,7 +50,9 @@ type Store struct {
 	// guard keeps the chunks a seal has found or stored from a sweep until
 	// its commit (guard.go).
 	guard chunkGuard
-	// sweeping lets one Sweep run at a time.
+	// sweeping lets one Sweep run at a time. It is held across the whole
+	// sweep, so it comes before the chunk guard's lock and DB.writeMu;
+	// nothing else waits for it.
 	sweeping sync.Mutex
 	// beforeRemove, set by tests, runs when Sweep has found chunk h still
 	// unreferenced, right before it removes it.

@@ -18,9 +18,10 @@ type Swept struct {
 	Bytes  int64
 }
 
-// Sweep removes every chunk that no manifest refers to: those whose last
-// reference went (the index's garbage list) and those a crash left behind
-// between writing a chunk and committing its manifest.
+// Sweep removes every chunk file whose reference count in the index is
+// zero: chunks whose last reference went, and those a crash left behind
+// between writing a chunk and committing its manifest. It walks the chunk
+// files, not the index's garbage marks, which it forgets at the end.
 //
 // A seal that found a chunk already stored must not lose it to a sweep that
 // saw it unreferenced (DESIGN invariant 3). Sweep finds its candidates

@@ -17,12 +17,16 @@ import (
 	"github.com/statefs/statefs/store"
 )
 
-// open opens the store in dir; the caller closes it.
+// open opens the store in dir, its index checked after every commit
+// (index.DB.Strict); the caller closes it.
 func open(t *testing.T, dir string) (*store.Store, []uint64) {
 	t.Helper()
 	s, pending, err := store.Open(dir)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	s.Index.Strict = func(ps []index.Problem, err error) {
+		t.Errorf("a commit left the index inconsistent: %v %v", ps, err)
 	}
 	return s, pending
 }

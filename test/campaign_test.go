@@ -8,9 +8,9 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,9 +18,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
-// The crash campaign (DESIGN invariants 1-4, issue 5): writers that do
+// The crash campaign (DESIGN invariants 1-4): writers that do
 // what Flink and RocksDB do — new files, in-place rewrites and appends
 // with fsync, atomic replace by rename, hard links, unlinks, directory
 // fsyncs, files large enough to be sealed into chunks, and a RocksDB
@@ -183,10 +185,10 @@ func (c *campaign) round(r int) {
 	gone := c.goneJob(r)
 
 	for _, d := range []string{"w/w0", "w/w1", "w/w2", "ul"} {
-		mustDo(t, os.MkdirAll(m.Path(dir, d), 0o755))
+		require.NoError(t, os.MkdirAll(m.Path(dir, d), 0o755))
 	}
-	mustDo(t, os.MkdirAll(m.Path(executor, "tmp"), 0o755))
-	mustDo(t, os.MkdirAll(m.Path(executor, subtask), 0o755))
+	require.NoError(t, os.MkdirAll(m.Path(executor, "tmp"), 0o755))
+	require.NoError(t, os.MkdirAll(m.Path(executor, subtask), 0o755))
 	for _, d := range []string{"", dir, dir + "/w", dir + "/w/w0", dir + "/w/w1", dir + "/w/w2", dir + "/ul", executor, executor + "/tmp"} {
 		syncDir(t, m.Path(d))
 	}
@@ -194,7 +196,7 @@ func (c *campaign) round(r int) {
 		syncDir(t, m.Path(executor, d))
 	}
 	root, err := os.OpenRoot(m.Dir)
-	mustDo(t, err)
+	require.NoError(t, err)
 	defer root.Close()
 
 	var killed atomic.Bool
@@ -261,14 +263,7 @@ func (c *campaign) round(r int) {
 
 	// The store as the kill left it.
 	ps, res := fsck(t, m.Store, r%8 == 0)
-	for _, p := range ps {
-		if p.Kind != problemStrayStaging && p.Kind != problemGarbageChunk {
-			t.Errorf("%s: after the kill fsck found %s: %s", dir, p.Kind, p.Detail)
-		}
-	}
-	if res.code != 0 {
-		t.Errorf("%s: fsck after the kill exited %d\n%s", dir, res.code, res.stderr)
-	}
+	requireOnlyLeftovers(t, dir+": after the kill", ps, res, problemStrayStaging, problemGarbageChunk)
 
 	m.Start()
 	stop = guardStall(t, m, 2*time.Minute, dir+": verifying")
@@ -336,14 +331,14 @@ func (c *campaign) remove(d string) {
 	var allocs []*removedTree
 	for _, pattern := range []string{"aid_*", "localState/aid_*"} {
 		ms, err := filepath.Glob(m.Path(d, pattern))
-		mustDo(t, err)
+		require.NoError(t, err)
 		for _, p := range ms {
 			rel, err := filepath.Rel(m.Dir, p)
-			mustDo(t, err)
+			require.NoError(t, err)
 			allocs = append(allocs, c.allocationTree(filepath.ToSlash(rel)))
 		}
 	}
-	mustDo(t, os.RemoveAll(m.Path(d)))
+	require.NoError(t, os.RemoveAll(m.Path(d)))
 	for _, a := range allocs {
 		a.removed = time.Now()
 		c.removed[a.path] = a
@@ -458,17 +453,14 @@ func (c *campaign) checkHolds(killedAt time.Time) {
 func (c *campaign) listHolds() ([]campaignHold, []string) {
 	t, m := c.t, c.m
 	var hs []campaignHold
-	mustDo(t, json.Unmarshal([]byte(mustCLI(t, "held", "--store", m.Store, "--json")), &hs))
-	es, err := os.ReadDir(m.Path(".statefs/held"))
+	require.NoError(t, json.Unmarshal([]byte(mustCLI(t, "held", "--store", m.Store, "--json")), &hs))
+	shown, err := readDirNames(m.Path(".statefs/held"))
 	if err != nil {
 		return hs, []string{fmt.Sprintf("listing .statefs/held: %v", err)}
 	}
-	var ids, shown []string
+	var ids []string
 	for _, h := range hs {
 		ids = append(ids, h.ID)
-	}
-	for _, e := range es {
-		shown = append(shown, e.Name())
 	}
 	sort.Strings(ids)
 	if a, b := strings.Join(ids, " "), strings.Join(shown, " "); a != b {
@@ -531,12 +523,10 @@ func (c *campaign) restoreHeld(executor string) {
 		}
 	}
 	requireNlinkSettles(t, m, campaignSettle)
-	es, err := os.ReadDir(m.Path(".statefs/held"))
-	mustDo(t, err)
-	for _, e := range es {
-		if e.Name() == a.hold.ID {
-			t.Errorf("%s: .statefs/held still lists it", what)
-		}
+	names, err := readDirNames(m.Path(".statefs/held"))
+	require.NoError(t, err)
+	if slices.Contains(names, a.hold.ID) {
+		t.Errorf("%s: .statefs/held still lists it", what)
 	}
 	c.figures.heldRestored++
 }
@@ -687,10 +677,10 @@ func (c *campaign) goneJob(r int) goneJobTree {
 	g.files[db+"/000013.sst"] = pseudoRandom(100<<10+c.rng.IntN(600<<10), seed+2)
 	g.files[db+"/CURRENT"] = []byte("MANIFEST-000003\n")
 	for p, b := range g.files {
-		putSynced(c.t, c.m.Path(p), b)
+		writeSyncedWithDir(c.t, c.m.Path(p), b)
 	}
 	shared := db + "/000012.sst"
-	mustDo(c.t, os.Link(c.m.Path(chk, "db/000012.sst"), c.m.Path(shared)))
+	require.NoError(c.t, os.Link(c.m.Path(chk, "db/000012.sst"), c.m.Path(shared)))
 	syncDir(c.t, c.m.Path(db))
 	g.files[shared] = g.files[chk+"/db/000012.sst"]
 	mustCLI(c.t, "job", "--store", c.m.Store, "gone", job)
@@ -712,7 +702,7 @@ func (g *gcRunner) run() {
 	time.Sleep(time.Duration(g.rng.Int64N(int64(400 * time.Millisecond))))
 	for !g.killed.Load() {
 		g.runs.Add(1)
-		out, err := exec.Command(binary, "gc", "--store", g.store, "--grace", "0s").CombinedOutput()
+		out, err := statefs("gc", "--store", g.store, "--grace", "0s")
 		if err != nil {
 			if g.killed.Load() {
 				g.interrupted = true
@@ -722,17 +712,6 @@ func (g *gcRunner) run() {
 			return
 		}
 		time.Sleep(time.Duration(g.rng.Int64N(int64(300 * time.Millisecond))))
-	}
-}
-
-func waitOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s still blocked 30s after the daemon was killed", what)
 	}
 }
 
@@ -853,23 +832,14 @@ func (a *actor) create(name string, data []byte, begun func()) error {
 		return err
 	}
 	defer f.Close()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
+	if err := writeAndSync(f, data); err != nil {
 		return err
 	}
 	return f.Close()
 }
 
-func (a *actor) syncDir(dir string) error {
-	d, err := a.root.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+// syncDir fsyncs the directory dir (relative to the mount).
+func (a *actor) syncDir(dir string) error { return fsyncOpened(a.root.Open(dir)) }
 
 // unlinker creates files and unlinks earlier ones, each change followed
 // by a directory fsync.

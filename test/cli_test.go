@@ -1,100 +1,15 @@
 package test
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/statefs/statefs/internal/testenv"
 )
-
-// cliResult is what one run of the statefs binary left behind.
-type cliResult struct {
-	stdout, stderr string
-	code           int  // exit code; -1 when killed by a signal
-	timedOut       bool // the command had to be killed after the timeout
-}
-
-// runCLI runs the statefs binary with args and separate stdout and stderr.
-// A command that is still running after timeout is killed: for a bad `mount`
-// that means it served where it should have refused.
-func runCLI(t *testing.T, timeout time.Duration, args ...string) cliResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := cliResult{stdout: stdout.String(), stderr: stderr.String(), timedOut: ctx.Err() != nil}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	default:
-		t.Fatalf("running statefs %q: %v", args, err)
-	}
-	return r
-}
-
-// requireOneLineError checks the contract for bad input (DESIGN invariant 7):
-// a non-zero exit, exactly one non-empty line on stderr that names the
-// problem (contains every needle), and no panic.
-func requireOneLineError(t *testing.T, r cliResult, needles ...string) {
-	t.Helper()
-	all := r.stdout + r.stderr
-	if r.timedOut {
-		t.Errorf("statefs still ran after the timeout and was killed; want a fast refusal\nstderr:\n%s", r.stderr)
-		return
-	}
-	if r.code == 0 {
-		t.Errorf("exit code 0, want non-zero\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
-	}
-	if strings.Contains(all, "goroutine ") || strings.Contains(all, "panic:") {
-		t.Errorf("output holds a panic trace:\n%s", all)
-	}
-	var lines []string
-	for _, l := range strings.Split(r.stderr, "\n") {
-		if strings.TrimSpace(l) != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) != 1 {
-		t.Errorf("stderr has %d non-empty lines, want exactly one error line:\n%s", len(lines), r.stderr)
-	}
-	for _, n := range needles {
-		if !strings.Contains(strings.ToLower(r.stderr), strings.ToLower(n)) {
-			t.Errorf("stderr does not name %q:\n%s", n, r.stderr)
-		}
-	}
-}
-
-// requireNotMounted fails when dir is a FUSE mount, and detaches it so the
-// failure does not leak into other tests.
-func requireNotMounted(t *testing.T, dir string) {
-	t.Helper()
-	if isMounted(dir) {
-		syscall.Unmount(dir, syscall.MNT_DETACH)
-		t.Errorf("%s is mounted after a refused `statefs mount`", dir)
-	}
-}
-
-// requireAbsent fails when path exists.
-func requireAbsent(t *testing.T, path string) {
-	t.Helper()
-	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s exists after a refused command (err %v); bad input must change nothing", path, err)
-	}
-}
 
 // requireFile fails unless path is a regular file holding exactly want.
 func requireFile(t *testing.T, path string, want string) {
@@ -119,14 +34,10 @@ func requireFile(t *testing.T, path string, want string) {
 // requireDirNames fails unless path is a directory with exactly the names want.
 func requireDirNames(t *testing.T, path string, want ...string) {
 	t.Helper()
-	ents, err := os.ReadDir(path)
+	got, err := readDirNames(path)
 	if err != nil {
 		t.Errorf("%s: %v", path, err)
 		return
-	}
-	var got []string
-	for _, e := range ents {
-		got = append(got, e.Name())
 	}
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
 		t.Errorf("%s holds %q, want %q", path, got, want)
@@ -277,13 +188,15 @@ func TestCLIMountRefusesIncompatibleFormat(t *testing.T) {
 	if err := os.WriteFile(format, []byte(future), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := snapshotTree(t, m.Store)
+	// What a write to the store would change.
+	const written = factFileSize | factFileTime
+	before := describeTree(t, m.Store, written)
 
 	r := runCLI(t, cliTimeout, "mount", "--store", m.Store, m.Dir)
 	requireOneLineError(t, r, "999")
 	requireNotMounted(t, m.Dir)
 	requireDirNames(t, m.Dir)
-	if after := snapshotTree(t, m.Store); after != before {
+	if after := describeTree(t, m.Store, written); after != before {
 		t.Errorf("refused mount changed the store:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 
@@ -328,38 +241,10 @@ func TestCLIMountExitsZeroOnExternalUmount(t *testing.T) {
 	testenv.RequireFUSE(t)
 	base := t.TempDir()
 	store, mnt := filepath.Join(base, "store"), mkdir(t, base, "mnt")
-	cmd := exec.Command(binary, "mount", "--store", store, mnt)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			cmd.Process.Kill()
-			<-done
-		}
-		if isMounted(mnt) {
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for !isMounted(mnt) {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("statefs mount exited before serving: %v\n%s", err, log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("statefs mount did not serve within 15s\n%s", log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var p process
+	p.launch(t, exec.Command(binary, "mount", "--store", store, mnt))
+	p.killAtEnd(t, mnt)
+	p.awaitServing(t, "statefs mount", func() bool { return isMounted(mnt) })
 	if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -367,19 +252,19 @@ func TestCLIMountExitsZeroOnExternalUmount(t *testing.T) {
 		t.Fatalf("umount %s: %v\n%s", mnt, err, out)
 	}
 	select {
-	case err := <-done:
-		done <- err
+	case err := <-p.done:
+		p.cmd = nil
 		if err != nil {
-			t.Errorf("statefs mount exited with %v after umount, want 0\n%s", err, log.String())
+			t.Errorf("statefs mount exited with %v after umount, want 0\n%s", err, p.log)
 		}
 	case <-time.After(15 * time.Second):
-		t.Errorf("statefs mount still running 15s after umount\n%s", log.String())
+		t.Errorf("statefs mount still running 15s after umount\n%s", p.log)
 	}
 	if isMounted(mnt) {
 		t.Errorf("%s still mounted", mnt)
 	}
-	if strings.Contains(log.String(), "goroutine ") {
-		t.Errorf("daemon output holds a panic trace:\n%s", log.String())
+	if strings.Contains(p.log.String(), "goroutine ") {
+		t.Errorf("daemon output holds a panic trace:\n%s", p.log)
 	}
 }
 
@@ -401,27 +286,4 @@ func writeFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// snapshotTree describes every entry under root (path, type, and for
-// regular files size and mtime) so that two snapshots compare equal only if
-// nothing changed.
-func snapshotTree(t *testing.T, root string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "%s %v", p, fi.Mode())
-		if fi.Mode().IsRegular() {
-			fmt.Fprintf(&b, " %d %v", fi.Size(), fi.ModTime().UnixNano())
-		}
-		b.WriteString("\n")
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
 }

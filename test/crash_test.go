@@ -2,9 +2,6 @@ package test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,13 +10,14 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The crash tests check DESIGN invariants 1 and 2 from outside: writers in
@@ -48,52 +46,6 @@ import (
 //     are counted durable only after the directory is fsync'd, as POSIX
 //     asks.
 //   - Every inode's st_nlink equals the number of names it has in the tree.
-
-// sealDelayZero makes the daemon seal files as soon as they are closed, so a
-// kill lands while files are being sealed.
-var sealDelayZero = []string{"--seal-delay", "0"}
-
-// guardStall turns a hung filesystem into a test failure instead of a hung
-// test binary: unless stop is called within limit, the daemon gets SIGQUIT,
-// which makes it print every goroutine's stack into its log (shown when
-// Unmount or a check fails) and exit; the kernel then fails the stuck
-// syscalls with ENOTCONN. A daemon that ignores SIGQUIT is killed 5s later.
-func guardStall(t testing.TB, m *Mount, limit time.Duration, what string) (stop func()) {
-	t.Helper()
-	p := m.cmd.Process
-	var fired atomic.Bool
-	timer := time.AfterFunc(limit, func() {
-		fired.Store(true)
-		t.Errorf("%s: still running after %v: the filesystem is stuck; sent SIGQUIT to the daemon (pid %d) for a goroutine dump", what, limit, p.Pid)
-		p.Signal(syscall.SIGQUIT)
-		time.Sleep(5 * time.Second)
-		p.Kill()
-	})
-	stop = func() { timer.Stop() }
-	t.Cleanup(stop)
-	return stop
-}
-
-// crashSeed is the seed of a crash test's RNG: STATEFS_CRASH_SEED, or the
-// clock. It is printed when the test fails so a failure can be replayed.
-func crashSeed(t *testing.T) uint64 {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("STATEFS_CRASH_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("STATEFS_CRASH_SEED=%q: %v", s, err)
-		}
-		seed = n
-	}
-	t.Logf("seed %d", seed)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("failed with seed %d; replay with STATEFS_CRASH_SEED=%d", seed, seed)
-		}
-	})
-	return seed
-}
 
 func TestCrashKillDuringWrites(t *testing.T) {
 	seed := crashSeed(t)
@@ -149,9 +101,7 @@ func crashRound(t *testing.T, m *Mount, rng *rand.Rand, dir string, sealing bool
 	stop := guardStall(t, m, 60*time.Second, dir+": writing")
 	const writers = 4
 	for w := range writers {
-		if err := os.MkdirAll(m.Path(dir, fmt.Sprintf("w%d", w)), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(m.Path(dir, fmt.Sprintf("w%d", w)), 0o755))
 	}
 	// The directories must outlive the crash, or every fsync'd file in
 	// them would go with them.
@@ -166,9 +116,7 @@ func crashRound(t *testing.T, m *Mount, rng *rand.Rand, dir string, sealing bool
 	// after the kill they fail instead of writing into the bare mountpoint
 	// underneath.
 	root, err := os.OpenRoot(m.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer root.Close()
 
 	var killed atomic.Bool
@@ -181,11 +129,7 @@ func crashRound(t *testing.T, m *Mount, rng *rand.Rand, dir string, sealing bool
 			rng:    rand.New(rand.NewPCG(rng.Uint64(), uint64(i))),
 			killed: &killed,
 		}
-		wg.Add(1)
-		go func(w *writer) {
-			defer wg.Done()
-			w.run()
-		}(ws[i])
+		wg.Go(ws[i].run)
 	}
 
 	start := time.Now()
@@ -199,13 +143,7 @@ func crashRound(t *testing.T, m *Mount, rng *rand.Rand, dir string, sealing bool
 	m.Kill()
 	t.Logf("%s: killed the daemon after %v", dir, time.Since(start).Round(time.Millisecond))
 
-	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: writers still blocked 30s after the daemon was killed", dir)
-	}
+	waitOrFail(t, &wg, dir+": writers")
 
 	var all []*history
 	for _, w := range ws {
@@ -217,42 +155,17 @@ func crashRound(t *testing.T, m *Mount, rng *rand.Rand, dir string, sealing bool
 	return all
 }
 
-// waitUnsealed waits until status.json reports files waiting to be sealed, so
-// that the kill that follows lands while sealing is in progress.
-func waitUnsealed(t *testing.T, m *Mount, limit time.Duration) {
+// waitOrFail waits for the writers of wg, which the daemon's kill must
+// have stopped.
+func waitOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		n, err := unsealed(m)
-		if err != nil {
-			t.Errorf("reading .statefs/status.json: %v", err)
-			return
-		}
-		if n > 0 {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s still blocked 30s after the daemon was killed", what)
 	}
-	t.Logf("status.json reported no unsealed files within %v; killing anyway", limit)
-}
-
-// unsealed is the field "unsealed" of .statefs/status.json: how many files
-// are waiting to be sealed.
-func unsealed(m *Mount) (int, error) {
-	raw, err := os.ReadFile(m.Path(".statefs", "status.json"))
-	if err != nil {
-		return 0, err
-	}
-	var status struct {
-		Unsealed *int `json:"unsealed"`
-	}
-	if err := json.Unmarshal(raw, &status); err != nil {
-		return 0, fmt.Errorf("%w in %q", err, raw)
-	}
-	if status.Unsealed == nil {
-		return 0, fmt.Errorf("no field \"unsealed\" in %s", raw)
-	}
-	return *status.Unsealed, nil
 }
 
 // kind is a way a writer writes a file; each has its own rule for what may
@@ -466,10 +379,7 @@ func (w *writer) append(h *history) error {
 		return err
 	}
 	defer f.Close()
-	if _, err := f.Write(record); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
+	if err := writeAndSync(f, record); err != nil {
 		return err
 	}
 	h.durable = h.started
@@ -522,27 +432,8 @@ func (w *writer) writeLinked(h *history) error {
 	return nil
 }
 
-func (w *writer) syncDir() error {
-	d, err := w.root.Open(w.dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// syncDir fsyncs the directory dir.
-func syncDir(t *testing.T, dir string) {
-	t.Helper()
-	d, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		t.Fatalf("fsync %s: %v", dir, err)
-	}
-}
+// syncDir fsyncs the writer's directory.
+func (w *writer) syncDir() error { return fsyncOpened(w.root.Open(w.dir)) }
 
 // found is what a name holds after the crash.
 type found struct {
@@ -759,136 +650,6 @@ func checkLink(t *testing.T, m *Mount, h *history, got found, bad badFunc) {
 	}
 }
 
-// walkFiles calls fn with the path and the name relative to the mount of
-// everything in the mount that is not a directory, outside .statefs.
-func walkFiles(m *Mount, fn func(path, rel string) error) error {
-	return filepath.WalkDir(m.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == m.Path(".statefs") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, err := filepath.Rel(m.Dir, p)
-		if err != nil {
-			return err
-		}
-		return fn(p, rel)
-	})
-}
-
-// requireNlinkMatchesNames checks that every file's link count is the number
-// of names it has: in the tree (outside .statefs) and in the held trees that
-// .statefs/held shows (held deletes keep a removed tree's names, and so its
-// files' links).
-func requireNlinkMatchesNames(t *testing.T, m *Mount) {
-	t.Helper()
-	for _, p := range nlinkMismatches(m) {
-		t.Error(p)
-	}
-}
-
-// requireNlinkSettles is requireNlinkMatchesNames on a mount that holds
-// deletes. A removal the holder has not decided yet leaves the name in the
-// pending area, which nothing shows but which still counts in the file's
-// link count, until the holder removes it, a hold window after removals
-// stopped, or holds its tree, which .statefs/held then shows (the kernel
-// may keep the old count for its attribute timeout, a second). So the
-// check is repeated until it passes, for at most within.
-func requireNlinkSettles(t *testing.T, m *Mount, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		problems := nlinkMismatches(m)
-		if len(problems) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			for _, p := range problems {
-				t.Errorf("after waiting %v for held deletes to be decided: %s", within, p)
-			}
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// heldViewInoBits are set in the inode numbers .statefs/held shows: a held
-// file is the same inode as in the tree, under a number of its own
-// (fs/heldview.go).
-const heldViewInoBits = 3 << 62
-
-// nlinkMismatches describes every file whose link count differs from its
-// number of names in the tree and in the held trees, and what could not be
-// walked.
-func nlinkMismatches(m *Mount) []string {
-	names := map[uint64][]string{}
-	nlink := map[uint64]uint64{}
-	note := func(p string) error {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(p, &st); err != nil {
-			return err
-		}
-		ino := st.Ino &^ heldViewInoBits
-		names[ino] = append(names[ino], p)
-		nlink[ino] = uint64(st.Nlink)
-		return nil
-	}
-	var problems []string
-	if err := walkFiles(m, func(p, _ string) error { return note(p) }); err != nil {
-		problems = append(problems, fmt.Sprintf("walking the mount: %v", err))
-	}
-	held, err := os.ReadDir(m.Path(".statefs/held"))
-	if err != nil && !os.IsNotExist(err) {
-		problems = append(problems, fmt.Sprintf("listing the held trees: %v", err))
-	}
-	for _, h := range held {
-		err := filepath.WalkDir(m.Path(".statefs/held", h.Name()), func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			return note(p)
-		})
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("walking held tree %s: %v", h.Name(), err))
-		}
-	}
-	for ino, ns := range names {
-		if nlink[ino] != uint64(len(ns)) {
-			problems = append(problems, fmt.Sprintf("inode %d has nlink %d but %d names: %q", ino, nlink[ino], len(ns), ns))
-		}
-	}
-	sort.Strings(problems)
-	return problems
-}
-
-// digestTree maps every regular file under dir (relative name) to the
-// SHA-256 of its content.
-func digestTree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	sums := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		sum := sha256.Sum256(data)
-		sums[filepath.ToSlash(rel)] = hex.EncodeToString(sum[:])
-		return nil
-	})
-	if err != nil {
-		t.Errorf("digesting %s: %v", dir, err)
-	}
-	return sums
-}
-
 // requireSurvivors checks that the mount holds exactly the files of earlier
 // rounds with the content they had when they were verified.
 func requireSurvivors(t *testing.T, m *Mount, when string, want map[string]string) {
@@ -908,38 +669,6 @@ func requireSurvivors(t *testing.T, m *Mount, when string, want map[string]strin
 	requireSameFiles(t, when+", files of earlier rounds", want, got)
 }
 
-// requireSameFiles checks that got (path → SHA-256) holds exactly the
-// files of want, with their content.
-func requireSameFiles(t *testing.T, what string, want, got map[string]string) {
-	t.Helper()
-	var problems []string
-	for p, sum := range want {
-		switch g, ok := got[p]; {
-		case !ok:
-			problems = append(problems, p+" is gone")
-		case g != sum:
-			problems = append(problems, p+" changed content")
-		}
-	}
-	for p := range got {
-		if _, ok := want[p]; !ok {
-			problems = append(problems, p+" appeared")
-		}
-	}
-	sort.Strings(problems)
-	if len(problems) > 0 {
-		t.Errorf("%s (%d) changed: %s", what, len(want), strings.Join(problems, "; "))
-	}
-}
-
-func isPrefix(b, of []byte) bool { return len(b) <= len(of) && bytes.Equal(b, of[:len(b)]) }
-
-// describe names content briefly for a failure message.
-func describe(b []byte) string {
-	sum := sha256.Sum256(b)
-	return fmt.Sprintf("%d bytes sha256 %x", len(b), sum[:6])
-}
-
 // TestCrashTreeSurvivesRestart writes a tree of files, directories, links
 // and attributes, and checks that a clean unmount and mount keeps all of it,
 // first while files still wait to be sealed and then after they are sealed
@@ -956,8 +685,8 @@ func TestCrashTreeSurvivesRestart(t *testing.T) {
 		return b
 	}
 	big := random(3<<20 + 17)
-	mustDo(t, os.MkdirAll(m.Path("a", "b", "c"), 0o755))
-	mustDo(t, os.MkdirAll(m.Path("empty", "dir"), 0o700))
+	require.NoError(t, os.MkdirAll(m.Path("a", "b", "c"), 0o755))
+	require.NoError(t, os.MkdirAll(m.Path("empty", "dir"), 0o700))
 	files := map[string][]byte{
 		"zero":            {},
 		"one":             {'x'},
@@ -972,25 +701,27 @@ func TestCrashTreeSurvivesRestart(t *testing.T) {
 		"a/" + longName(): []byte("a 255-byte name\n"),
 	}
 	for name, data := range files {
-		mustDo(t, os.WriteFile(m.Path(name), data, 0o644))
+		require.NoError(t, os.WriteFile(m.Path(name), data, 0o644))
 	}
-	mustDo(t, os.Chmod(m.Path("one"), 0o600))
-	mustDo(t, os.Chmod(m.Path("a", "b", "text"), 0o751))
-	mustDo(t, os.Chtimes(m.Path("a", "page"), time.Unix(1e9, 0), time.Unix(1234567890, 123456789)))
-	mustDo(t, os.Link(m.Path("a", "b", "mib+7"), m.Path("a", "mib+7-link")))
-	mustDo(t, os.Symlink("b/c/big", m.Path("a", "symlink")))
-	mustDo(t, os.WriteFile(m.Path("renamed-from"), []byte("moved\n"), 0o644))
-	mustDo(t, os.Rename(m.Path("renamed-from"), m.Path("a", "b", "renamed-to")))
-	mustDo(t, os.WriteFile(m.Path("removed"), []byte("gone\n"), 0o644))
-	mustDo(t, os.Remove(m.Path("removed")))
-	mustDo(t, os.WriteFile(m.Path("sparse"), []byte("head"), 0o644))
-	mustDo(t, os.Truncate(m.Path("sparse"), 5<<20))
+	require.NoError(t, os.Chmod(m.Path("one"), 0o600))
+	require.NoError(t, os.Chmod(m.Path("a", "b", "text"), 0o751))
+	require.NoError(t, os.Chtimes(m.Path("a", "page"), time.Unix(1e9, 0), time.Unix(1234567890, 123456789)))
+	require.NoError(t, os.Link(m.Path("a", "b", "mib+7"), m.Path("a", "mib+7-link")))
+	require.NoError(t, os.Symlink("b/c/big", m.Path("a", "symlink")))
+	require.NoError(t, os.WriteFile(m.Path("renamed-from"), []byte("moved\n"), 0o644))
+	require.NoError(t, os.Rename(m.Path("renamed-from"), m.Path("a", "b", "renamed-to")))
+	require.NoError(t, os.WriteFile(m.Path("removed"), []byte("gone\n"), 0o644))
+	require.NoError(t, os.Remove(m.Path("removed")))
+	require.NoError(t, os.WriteFile(m.Path("sparse"), []byte("head"), 0o644))
+	require.NoError(t, os.Truncate(m.Path("sparse"), 5<<20))
 
-	want := describeTree(t, m.Dir)
+	// Everything a clean restart must keep.
+	const kept = factOwner | factFileSize | factFileTime | factContent
+	want := describeTree(t, m.Dir, kept)
 	stop()
 	m.Restart()
 	stop = guardStall(t, m, time.Minute, "reading the tree after a restart")
-	if got := describeTree(t, m.Dir); got != want {
+	if got := describeTree(t, m.Dir, kept); got != want {
 		t.Errorf("tree changed across a clean restart:\n%s", diffLines(want, got))
 	}
 
@@ -999,79 +730,16 @@ func TestCrashTreeSurvivesRestart(t *testing.T) {
 	m.Args = sealDelayZero
 	m.Restart()
 	stop = guardStall(t, m, 90*time.Second, "sealing the tree")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		n, err := unsealed(m)
-		if err != nil {
-			t.Fatalf("reading .statefs/status.json: %v", err)
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status.json still reports %d unsealed files after 60s", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitAllSealed(t, m)
 	stop()
 	m.Restart()
 	defer guardStall(t, m, time.Minute, "reading the sealed tree after a restart")()
-	if got := describeTree(t, m.Dir); got != want {
+	if got := describeTree(t, m.Dir, kept); got != want {
 		t.Errorf("tree changed across sealing and a clean restart:\n%s", diffLines(want, got))
 	}
 }
 
-func mustDo(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func longName() string { return strings.Repeat("n", 255) }
-
-// describeTree lists every entry under root (outside .statefs) with its
-// type, mode, inode, link count, size, mtime and content digest or symlink
-// target, one line each, sorted.
-func describeTree(t *testing.T, root string) string {
-	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if rel == ".statefs" {
-			return filepath.SkipDir
-		}
-		var st syscall.Stat_t
-		if err := syscall.Lstat(p, &st); err != nil {
-			return err
-		}
-		line := fmt.Sprintf("%s mode=%o ino=%d nlink=%d uid=%d gid=%d", rel, st.Mode, st.Ino, st.Nlink, st.Uid, st.Gid)
-		switch st.Mode & syscall.S_IFMT {
-		case syscall.S_IFREG:
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			line += fmt.Sprintf(" size=%d mtime=%d.%09d %s", st.Size, st.Mtim.Sec, st.Mtim.Nsec, describe(data))
-		case syscall.S_IFLNK:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			line += " -> " + target
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walking %s: %v", root, err)
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
 
 // diffLines shows the lines only in want (-) and only in got (+).
 func diffLines(want, got string) string {

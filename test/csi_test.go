@@ -1,13 +1,11 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,9 +25,7 @@ type csiPlugin struct {
 	t        testing.TB
 	endpoint string
 	args     []string
-	cmd      *exec.Cmd
-	log      *bytes.Buffer
-	done     chan error
+	process
 	spec.IdentityClient
 	spec.NodeClient
 }
@@ -53,26 +49,9 @@ func startCSI(t testing.TB, m *Mount) *csiPlugin {
 // Start runs the plugin and waits until its socket accepts connections.
 func (p *csiPlugin) Start() {
 	p.t.Helper()
-	p.cmd = exec.Command(binary, p.args...)
-	p.log = &bytes.Buffer{}
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	require.NoError(p.t, p.cmd.Start())
-	p.done = make(chan error, 1)
-	go func(c *exec.Cmd, done chan error) { done <- c.Wait() }(p.cmd, p.done)
+	p.launch(p.t, exec.Command(binary, p.args...))
 	socket := strings.TrimPrefix(p.endpoint, "unix://")
-	deadline := time.Now().Add(15 * time.Second)
-	for !answers(socket) {
-		select {
-		case err := <-p.done:
-			p.cmd = nil
-			p.t.Fatalf("statefs csi exited before serving: %v\n%s", err, p.log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("statefs csi did not serve within 15s\n%s", p.log)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	p.awaitServing(p.t, "statefs csi", func() bool { return answers(socket) })
 	conn, err := grpc.NewClient(p.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(p.t, err)
 	p.t.Cleanup(func() { conn.Close() })
@@ -85,66 +64,9 @@ func (p *csiPlugin) Stop() {
 	if p.cmd == nil {
 		return
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			p.t.Errorf("statefs csi exited with %v\n%s", err, p.log)
-		}
-	case <-time.After(15 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-		p.t.Errorf("statefs csi did not exit within 15s of SIGTERM\n%s", p.log)
+	if err := p.terminate(15 * time.Second); err != nil {
+		p.t.Errorf("statefs csi %v\n%s", err, p.log)
 	}
-	p.cmd = nil
-}
-
-// detachAllUnder detaches every mount below dir, deepest first: the binds
-// a failed test leaves keep the daemon's FUSE connection, and so its
-// unmount, from finishing.
-func detachAllUnder(t testing.TB, dir string) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			points = append(points, f[4])
-		}
-	}
-	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
-	for _, p := range points {
-		unix.Unmount(p, unix.MNT_DETACH)
-	}
-}
-
-// mountCount is how many mounts are stacked at dir.
-func mountCount(t testing.TB, dir string) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	require.NoError(t, err)
-	var n int
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
-			n++
-		}
-	}
-	return n
-}
-
-// writeSynced writes data to path and fsyncs it: what fsync covered
-// survives the daemon's SIGKILL (invariant 1).
-func writeSynced(t testing.TB, path string, data []byte) {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-	f, err := os.Create(path)
-	require.NoError(t, err)
-	_, err = f.Write(data)
-	require.NoError(t, err)
-	require.NoError(t, f.Sync())
-	require.NoError(t, f.Close())
 }
 
 func mountRequest(id, target string, vc map[string]string) *spec.NodePublishVolumeRequest {
@@ -194,8 +116,8 @@ func TestCSIVolumesSurviveRestarts(t *testing.T) {
 	writeSynced(t, filepath.Join(b, "tm_b", "state"), stateB)
 	requireContent(t, m.Path("volumes", "tm-a", "tm_a", "state"), stateA)
 	requireContent(t, m.Path("volumes", "flink-taskmanager-1", "tm_b", "state"), stateB)
-	requireNames(t, a, "tm_a")
-	requireNames(t, b, "tm_b")
+	requireVolumeHolds(t, a, "tm_a")
+	requireVolumeHolds(t, b, "tm_b")
 
 	// The plugin restarts: the binds are the kernel's, not its own, and
 	// work while it is down.
@@ -250,8 +172,8 @@ func TestCSIVolumesSurviveRestarts(t *testing.T) {
 	requireContent(t, filepath.Join(a, "tm_a", "state"), stateA)
 	requireContent(t, filepath.Join(b, "tm_b", "state"), stateB)
 	requireContent(t, filepath.Join(b, "tm_b", "while-the-plugin-was-down"), []byte("b"))
-	requireNames(t, a, "tm_a")
-	requireNames(t, b, "tm_b")
+	requireVolumeHolds(t, a, "tm_a")
+	requireVolumeHolds(t, b, "tm_b")
 	writeSynced(t, filepath.Join(a, "tm_a", "after"), []byte("written after the restart"))
 	requireContent(t, m.Path("volumes", "tm-a", "tm_a", "after"), []byte("written after the restart"))
 
@@ -309,8 +231,8 @@ func TestCSIVolumesAreIsolated(t *testing.T) {
 	requireContent(t, filepath.Join(b, "tm_1", "state"), []byte("b's state"))
 	requireContent(t, m.Path("volumes", "tm-a", "tm_1", "state"), []byte("a's state"))
 	requireContent(t, m.Path("volumes", "tm-b", "tm_1", "state"), []byte("b's state"))
-	requireNames(t, a, "tm_1", "only-a")
-	requireNames(t, b, "tm_1")
+	requireVolumeHolds(t, a, "tm_1", "only-a")
+	requireVolumeHolds(t, b, "tm_1")
 
 	var mnt unix.Stat_t
 	require.NoError(t, unix.Stat(m.Dir, &mnt))
@@ -342,19 +264,16 @@ func TestCSIVolumesAreIsolated(t *testing.T) {
 	_, err = p.NodeUnpublishVolume(ctx, &spec.NodeUnpublishVolumeRequest{VolumeId: "pv-a", TargetPath: a})
 	require.NoError(t, err)
 	requireContent(t, filepath.Join(b, "tm_1", "state"), []byte("b's state"))
-	requireNames(t, b, "tm_1")
+	requireVolumeHolds(t, b, "tm_1")
 	_, err = p.NodeUnpublishVolume(ctx, &spec.NodeUnpublishVolumeRequest{VolumeId: "pv-b", TargetPath: b})
 	require.NoError(t, err)
 }
 
-// requireNames fails unless dir holds exactly names.
-func requireNames(t testing.TB, dir string, names ...string) {
+// requireVolumeHolds stops the test unless the volume bound at dir holds
+// exactly names, in any order: its own volume's files, none of another's.
+func requireVolumeHolds(t testing.TB, dir string, names ...string) {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
+	got, err := readDirNames(dir)
 	require.NoError(t, err)
-	var got []string
-	for _, e := range entries {
-		got = append(got, e.Name())
-	}
 	require.ElementsMatch(t, names, got, "%s holds only its own volume's files", dir)
 }

@@ -18,57 +18,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-
-	"github.com/statefs/statefs/internal/testenv"
 )
 
-// The fault tests (issue 5) break the disk under a mounted store — fill
-// it, damage chunk files, make the index read-only — and check that
-// writers get the right errno, readers get EIO and never wrong bytes, the
-// daemon keeps serving and unmounts cleanly, and `statefs fsck`, `fsck
-// --repair` and `statefs scrub` report and repair exactly the damage.
-
-// smallDisk mounts a tmpfs of mib MiB in a temp dir, unmounted when the
-// test ends (after the daemon, whose cleanup was registered later).
-func smallDisk(t *testing.T, mib int) string {
-	t.Helper()
-	testenv.RequireFUSE(t) // root, as the mount needs
-	disk := t.TempDir()
-	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, fmt.Sprintf("size=%dm", mib)); err != nil {
-		t.Fatalf("mounting a %d MiB tmpfs for the store: %v", mib, err)
-	}
-	t.Cleanup(func() { unix.Unmount(disk, unix.MNT_DETACH) })
-	return disk
-}
-
-// storeSynced writes data to a new file at path and fsyncs and closes it,
-// returning the first error. A short write without an error is an error
-// too: the bytes were not stored and nobody was told.
-func storeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	n, err := f.Write(data)
-	if err == nil && n != len(data) {
-		err = fmt.Errorf("short write of %d of %d bytes without an error", n, len(data))
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// requireNoSpace fails unless err is ENOSPC or EDQUOT.
-func requireNoSpace(t *testing.T, err error, what string) {
-	t.Helper()
-	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
-		t.Fatalf("%s on a full disk: %v, want ENOSPC or EDQUOT", what, err)
-	}
-}
+// The fault tests break the disk under a mounted store — fill it, damage
+// chunk files, make the index read-only — and check that writers get the
+// right errno, readers get EIO and never wrong bytes, the daemon keeps
+// serving and unmounts cleanly, and `statefs fsck`, `fsck --repair` and
+// `statefs scrub` report and repair exactly the damage.
 
 // requireServing fails unless the daemon is alive and answers a stat of
 // the mount root within 10 seconds (a wedged daemon never answers).
@@ -91,20 +47,6 @@ func requireServing(t *testing.T, m *Mount, when string) {
 	}
 }
 
-// waitLog waits up to 20 seconds for the daemon's log to contain needle.
-// A line the daemon wrote reaches the test's copy of its log a moment
-// later, so checks of the log poll.
-func waitLog(t *testing.T, m *Mount, needle string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(m.Log(), needle) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon did not log %q within 20s:\n%s", needle, tail(m.Log(), 4000))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // fill writes files of 4 MiB, each fsync'd, in the directory dir until one
 // fails, and returns the ones that were stored (write, fsync and close
 // succeeded). The failure must be ENOSPC or EDQUOT. The files' names and
@@ -116,7 +58,7 @@ func fill(t *testing.T, dir string, seed int64) map[string][]byte {
 		require.Less(t, i, 1000, "4 GB written to a small disk without ENOSPC")
 		path := filepath.Join(dir, fmt.Sprintf("f%d", seed+int64(i)))
 		data := pseudoRandom(4<<20, seed+int64(i))
-		if err := storeSynced(path, data); err != nil {
+		if err := createSynced(path, data); err != nil {
 			requireNoSpace(t, err, "writing "+path)
 			return stored
 		}
@@ -171,9 +113,7 @@ func TestFullDisk(t *testing.T) {
 	victim := pseudoRandom(24<<20, 70)
 	f, err := os.Create(m.Path("victim"))
 	require.NoError(t, err)
-	_, err = f.Write(victim)
-	require.NoError(t, err)
-	require.NoError(t, f.Sync())
+	require.NoError(t, writeAndSync(f, victim))
 	hold, err := os.Open(m.Path("victim"))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
@@ -202,7 +142,7 @@ func TestFullDisk(t *testing.T) {
 	if !strings.Contains(m.Log(), "disk full: new files") {
 		maps.Copy(stored, fill(t, m.Path("fill1"), 2000))
 	}
-	waitLog(t, m, "disk full: new files")
+	waitLogLine(t, m, 20*time.Second, "disk full: new files")
 	requireFull(true, "once the second reserve file is released")
 	// A restart would free nothing: the daemon stays healthy.
 	code, body := get(t, addr, "/healthz")
@@ -277,7 +217,7 @@ func TestFullDisk(t *testing.T) {
 	// Now the victim's seal runs and finds no room: the file stays in
 	// staging, whole and readable.
 	require.NoError(t, hold.Close())
-	waitLog(t, m, fmt.Sprintf("sealing failed; the file stays in staging\" inode=%d ", victimIno))
+	waitLogLine(t, m, 20*time.Second, fmt.Sprintf("sealing failed; the file stays in staging\" inode=%d ", victimIno))
 	found := false
 	err = filepath.WalkDir(filepath.Join(m.Store, "staging"), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -314,11 +254,11 @@ func TestFullDisk(t *testing.T) {
 		require.Equal(t, 0, r.code, "statefs gc on a full disk: %s\n%s", r.stdout, r.stderr)
 		time.Sleep(100 * time.Millisecond)
 	}
-	waitLog(t, m, "disk has room again")
+	waitLogLine(t, m, 20*time.Second, "disk has room again")
 	requireFull(false, "once space was freed")
 	require.Equal(t, 2, reserveLeft(), "the reserve is made again")
 	after := pseudoRandom(8<<20, 71)
-	require.NoError(t, storeSynced(m.Path("after"), after))
+	require.NoError(t, createSynced(m.Path("after"), after))
 	requireServing(t, m, "after space was freed")
 
 	m.Unmount() // exits 0 and leaves no mount: Unmount checks
@@ -357,21 +297,6 @@ func faultFiles(t *testing.T, m *Mount, names ...string) (map[string][]byte, map
 	return contents, chunks
 }
 
-// chunkFiles lists the paths of the chunk files of store, sorted.
-func chunkFiles(t *testing.T, store string) []string {
-	t.Helper()
-	var paths []string
-	err := filepath.WalkDir(filepath.Join(store, "chunks"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
-			paths = append(paths, p)
-		}
-		return err
-	})
-	require.NoError(t, err)
-	slices.Sort(paths)
-	return paths
-}
-
 // requireEIO reads path and expects EIO, and a log line of the daemon that
 // names the file and the chunk. The line may reach the test's copy of the
 // log a moment after the read's reply.
@@ -380,21 +305,7 @@ func requireEIO(t *testing.T, m *Mount, name, chunk string) {
 	dropCache(t, m.Path(name))
 	_, err := os.ReadFile(m.Path(name))
 	require.True(t, errors.Is(err, syscall.EIO), "reading %s with a damaged chunk: %v, want EIO", name, err)
-	requireLogLine(t, m, "unreadable content", name, filepath.Base(chunk))
-}
-
-// requireLogLine waits up to 5 s for a line of the daemon's log that holds
-// every one of parts.
-func requireLogLine(t *testing.T, m *Mount, parts ...string) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		for _, line := range strings.Split(m.Log(), "\n") {
-			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
-				return
-			}
-		}
-	}
-	t.Fatalf("no log line says %q:\n%s", parts, tail(m.Log(), 4000))
+	waitLogLine(t, m, 5*time.Second, "unreadable content", name, filepath.Base(chunk))
 }
 
 // damagedFiles is the damaged-file problems fsck reported, by file name.
@@ -440,7 +351,7 @@ func TestIOErrorDamagedChunks(t *testing.T) {
 	}
 	requireContent(t, m.Path("intact"), contents["intact"])
 	fresh := pseudoRandom(5<<20, 200)
-	require.NoError(t, storeSynced(m.Path("fresh"), fresh))
+	require.NoError(t, createSynced(m.Path("fresh"), fresh))
 	requireServing(t, m, "after reads of damaged chunks")
 	m.Unmount()
 
@@ -539,7 +450,7 @@ func TestIOErrorReadOnlyIndex(t *testing.T) {
 	for i := range 20 {
 		name := fmt.Sprintf("new%02d", i)
 		data := pseudoRandom(1<<20, int64(400+i))
-		if err := storeSynced(m.Path(name), data); err != nil {
+		if err := createSynced(m.Path(name), data); err != nil {
 			var errno syscall.Errno
 			require.True(t, errors.As(err, &errno), "writing %s on a read-only index: %v, want an errno", name, err)
 			continue

@@ -2,7 +2,7 @@ package test
 
 import (
 	"bytes"
-	"encoding/json"
+	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The fsck tests use `statefs fsck` as the judge of the store's
@@ -25,78 +27,39 @@ const (
 	fsckSti = "tm_1/localState/aid_fedcba9876543210fedcba9876543210/jid_" + fsckJob + "/vtx_00000000000000000000000000000001_sti_0"
 )
 
-// fsckProblem is one line of `statefs fsck --json`.
-type fsckProblem struct {
-	Kind   string `json:"kind"`
-	Detail string `json:"detail"`
-}
-
-// fsck runs `statefs fsck --json` (and --verify) on store and returns the
-// problems and the exit code.
-func fsck(t *testing.T, store string, verify bool) ([]fsckProblem, cliResult) {
-	t.Helper()
-	args := []string{"fsck", "--store", store, "--json"}
-	if verify {
-		args = append(args, "--verify")
-	}
-	r := runCLI(t, time.Minute, args...)
-	var ps []fsckProblem
-	if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil {
-		t.Fatalf("statefs fsck --json printed no JSON list (%v), exit %d:\n%s\nstderr:\n%s", err, r.code, r.stdout, r.stderr)
-	}
-	return ps, r
-}
-
-func put(t *testing.T, path string, content []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, content, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func do(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestFsckCleanStore writes a tree with hard links, renames, removals,
 // sealed and unsealed files and job state, unmounts cleanly, and expects
 // fsck to find nothing.
 func TestFsckCleanStore(t *testing.T) {
 	m := mountFS(t, sealDelayZero...)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB: sealed into chunks
-	put(t, m.Path("a/b/big"), big)
-	put(t, m.Path("a/b/small"), []byte("small"))
-	put(t, m.Path("a/dup"), big) // shares its chunks with a/b/big
-	do(t, os.Link(m.Path("a/b/big"), m.Path("a/big-link")))
-	do(t, os.Mkdir(m.Path("c"), 0o755))
-	do(t, os.Rename(m.Path("a/b"), m.Path("c/b")))
-	do(t, os.Rename(m.Path("a/dup"), m.Path("c/dup")))
-	put(t, m.Path("c/victim"), []byte("replaced"))
-	do(t, os.Rename(m.Path("c/b/small"), m.Path("c/victim")))
-	put(t, m.Path("gone/x"), []byte("x"))
-	do(t, os.Remove(m.Path("gone/x")))
-	do(t, os.Remove(m.Path("gone")))
+	putFileWithDirs(t, m.Path("a/b/big"), big)
+	putFileWithDirs(t, m.Path("a/b/small"), []byte("small"))
+	putFileWithDirs(t, m.Path("a/dup"), big) // shares its chunks with a/b/big
+	require.NoError(t, os.Link(m.Path("a/b/big"), m.Path("a/big-link")))
+	require.NoError(t, os.Mkdir(m.Path("c"), 0o755))
+	require.NoError(t, os.Rename(m.Path("a/b"), m.Path("c/b")))
+	require.NoError(t, os.Rename(m.Path("a/dup"), m.Path("c/dup")))
+	putFileWithDirs(t, m.Path("c/victim"), []byte("replaced"))
+	require.NoError(t, os.Rename(m.Path("c/b/small"), m.Path("c/victim")))
+	putFileWithDirs(t, m.Path("gone/x"), []byte("x"))
+	require.NoError(t, os.Remove(m.Path("gone/x")))
+	require.NoError(t, os.Remove(m.Path("gone")))
 	// A RocksDB checkpoint in job state: hard links into a .tmp directory
 	// that is renamed into place.
-	put(t, m.Path(fsckSti, "db/000001.sst"), big)
-	do(t, os.MkdirAll(m.Path(fsckSti, "chk_1.tmp"), 0o755))
-	do(t, os.Link(m.Path(fsckSti, "db/000001.sst"), m.Path(fsckSti, "chk_1.tmp/000001.sst")))
-	put(t, m.Path(fsckSti, "chk_1.tmp/CURRENT"), []byte("MANIFEST-000001\n"))
-	do(t, os.Rename(m.Path(fsckSti, "chk_1.tmp"), m.Path(fsckSti, "chk_1")))
-	waitSealed(t, m)
+	putFileWithDirs(t, m.Path(fsckSti, "db/000001.sst"), big)
+	require.NoError(t, os.MkdirAll(m.Path(fsckSti, "chk_1.tmp"), 0o755))
+	require.NoError(t, os.Link(m.Path(fsckSti, "db/000001.sst"), m.Path(fsckSti, "chk_1.tmp/000001.sst")))
+	putFileWithDirs(t, m.Path(fsckSti, "chk_1.tmp/CURRENT"), []byte("MANIFEST-000001\n"))
+	require.NoError(t, os.Rename(m.Path(fsckSti, "chk_1.tmp"), m.Path(fsckSti, "chk_1")))
+	waitStagingEmpty(t, m)
 
 	// Files that stay in staging: written after a restart that seals
 	// nothing before the unmount.
 	m.Args = []string{"--seal-delay", "1h"}
 	m.Restart()
-	put(t, m.Path("c/b/unsealed"), big)
-	put(t, m.Path(fsckSti, "db/LOG"), []byte("log"))
+	putFileWithDirs(t, m.Path("c/b/unsealed"), big)
+	putFileWithDirs(t, m.Path(fsckSti, "db/LOG"), []byte("log"))
 	m.Unmount()
 	if n := len(stagingNames(t, m.Store)); n == 0 {
 		t.Error("the store has no staging file: the test no longer covers unsealed files")
@@ -114,8 +77,9 @@ func TestFsckCleanStore(t *testing.T) {
 	}
 }
 
-// waitSealed waits until every closed file of m has been sealed.
-func waitSealed(t *testing.T, m *Mount) {
+// waitStagingEmpty waits, for at most 10 s, until the store's staging
+// directory is empty: every closed file of m has been sealed.
+func waitStagingEmpty(t *testing.T, m *Mount) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(stagingNames(t, m.Store)) > 0 {
@@ -166,27 +130,13 @@ func TestFsckAfterKill(t *testing.T) {
 		stopGuard()
 
 		ps, r := fsck(t, m.Store, true)
-		for _, p := range ps {
-			if p.Kind != "stray-staging" && p.Kind != "garbage-chunk" {
-				t.Errorf("round %d: after SIGKILL fsck found %s: %s", round, p.Kind, p.Detail)
-			}
-		}
-		if r.code != 0 {
-			t.Errorf("round %d: fsck after SIGKILL exited %d\n%s", round, r.code, r.stderr)
-		}
+		requireOnlyLeftovers(t, fmt.Sprintf("round %d: after SIGKILL", round), ps, r, problemStrayStaging, problemGarbageChunk)
 		// The next mount removes the stray staging files and keeps
 		// everything consistent.
 		m.Start()
 		m.Unmount()
 		ps, r = fsck(t, m.Store, false)
-		for _, p := range ps {
-			if p.Kind != "garbage-chunk" {
-				t.Errorf("round %d: after recovery fsck found %s: %s", round, p.Kind, p.Detail)
-			}
-		}
-		if r.code != 0 {
-			t.Errorf("round %d: fsck after recovery exited %d\n%s", round, r.code, r.stderr)
-		}
+		requireOnlyLeftovers(t, fmt.Sprintf("round %d: after recovery", round), ps, r, problemGarbageChunk)
 		if t.Failed() {
 			return // crashSeed logs the seed
 		}
@@ -265,10 +215,10 @@ func TestFsckRefusesMountedStore(t *testing.T) {
 // whole job on a file root whose inode is older than its directory's).
 func TestFsckRenameInJobState(t *testing.T) {
 	m := mountFS(t)
-	put(t, m.Path("early"), []byte("x"))
-	put(t, m.Path(fsckSti, "chk_1/CURRENT.tmp"), []byte("MANIFEST-000001\n"))
-	do(t, os.Rename(m.Path(fsckSti, "chk_1/CURRENT.tmp"), m.Path(fsckSti, "chk_1/CURRENT")))
-	do(t, os.Rename(m.Path("early"), m.Path(fsckSti, "chk_1/_metadata")))
+	putFileWithDirs(t, m.Path("early"), []byte("x"))
+	putFileWithDirs(t, m.Path(fsckSti, "chk_1/CURRENT.tmp"), []byte("MANIFEST-000001\n"))
+	require.NoError(t, os.Rename(m.Path(fsckSti, "chk_1/CURRENT.tmp"), m.Path(fsckSti, "chk_1/CURRENT")))
+	require.NoError(t, os.Rename(m.Path("early"), m.Path(fsckSti, "chk_1/_metadata")))
 	m.Unmount()
 	if ps, r := fsck(t, m.Store, false); r.code != 0 || len(ps) != 0 {
 		t.Errorf("fsck after renames in job state: exit %d, problems %v", r.code, ps)

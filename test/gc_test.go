@@ -17,61 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// flinkTree writes the local state of job under executor tm-1, as Flink
-// lays it out, and returns the files written with their content.
-func flinkTree(t *testing.T, m *Mount, job string, seed int64) map[string][]byte {
-	t.Helper()
-	return flinkTreeOn(t, m, "tm-1", job, seed)
-}
-
-// flinkTreeOn is flinkTree under the executor with resource id rid.
-func flinkTreeOn(t *testing.T, m *Mount, rid, job string, seed int64) map[string][]byte {
-	t.Helper()
-	const (
-		alloc  = "0123456789abcdef0123456789abcdef"
-		vertex = "fedcba9876543210fedcba9876543210"
-		op     = "window_agg_3f2a"
-		uuid   = "5b1c2f3e-0a1b-4c2d-8e9f-0123456789ab"
-	)
-	chk := fmt.Sprintf("tm_%s/localState/aid_%s/jid_%s/vtx_%s_sti_0/chk_7", rid, alloc, job, vertex)
-	db := fmt.Sprintf("tm_%s/tmp/job_%s_op_%s_uuid_%s/db", rid, job, op, uuid)
-	files := map[string][]byte{
-		chk + "/_task_state_snapshot": []byte("snapshot of " + job),
-		chk + "/rocks/000012.sst":     pseudoRandom(3<<20, seed),
-		db + "/000013.sst":            pseudoRandom(2<<20, seed+1),
-		db + "/CURRENT":               []byte("MANIFEST-000005\n"),
-	}
-	for p, b := range files {
-		require.NoError(t, os.MkdirAll(filepath.Dir(m.Path(p)), 0o755))
-		putFile(t, m.Path(p), b, 0o644)
-	}
-	return files
-}
-
-func requireTree(t *testing.T, m *Mount, files map[string][]byte, present bool) {
-	t.Helper()
-	for p, b := range files {
-		if present {
-			requireContent(t, m.Path(p), b)
-			continue
-		}
-		_, err := os.Lstat(m.Path(p))
-		require.True(t, os.IsNotExist(err), "%s should be gone: %v", p, err)
-	}
-}
-
-func mustCLI(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := statefs(args...)
-	require.NoError(t, err, "statefs %s: %s", strings.Join(args, " "), out)
-	return out
-}
-
-const (
-	jobGone = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	jobLive = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
-)
-
 // A job the operator marks gone is collected, with its chunks, and nothing
 // else is; a dry run before removes nothing.
 func TestGCCollectsOnlyTheGoneJob(t *testing.T) {
@@ -156,10 +101,9 @@ func TestGCKeepsStateWrittenAfterTheVerdict(t *testing.T) {
 	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
 	m.Start()
 	// The id comes back (application mode with HA reuses it) and writes anew.
-	fresh := fmt.Sprintf("tm_tm-1/localState/aid_0123456789abcdef0123456789abcdef/jid_%s/vtx_fedcba9876543210fedcba9876543210_sti_1/chk_1/new.sst", jobGone)
-	require.NoError(t, os.MkdirAll(filepath.Dir(m.Path(fresh)), 0o755))
+	fresh := fmt.Sprintf("tm_tm-1/localState/aid_%s/jid_%s/vtx_%s_sti_1/chk_1/new.sst", holdAlloc, jobGone, holdVertex)
 	data := pseudoRandom(1<<20, 61)
-	putFile(t, m.Path(fresh), data, 0o644)
+	putFileWithDirs(t, m.Path(fresh), data)
 	m.Unmount()
 	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
 	require.Contains(t, out, "removed job "+jobGone)
@@ -248,7 +192,7 @@ func TestGCWhileWritersDeduplicate(t *testing.T) {
 	}
 	// The gone job holds every blob, so its collection makes their chunks
 	// garbage while the writers deduplicate against them.
-	dir := fmt.Sprintf("tm_tm-1/localState/aid_0123456789abcdef0123456789abcdef/jid_%s/vtx_fedcba9876543210fedcba9876543210_sti_0/chk_1", jobGone)
+	dir := subtaskDir(holdAlloc, jobGone) + "/chk_1"
 	require.NoError(t, os.MkdirAll(m.Path(dir), 0o755))
 	for i, b := range blobs {
 		putFile(t, m.Path(dir, fmt.Sprintf("%d.sst", i)), b, 0o644)
@@ -320,8 +264,7 @@ func TestGCRemovesAbandonedExecutorTrees(t *testing.T) {
 	// The executors' own files: slots to re-offer after a restart.
 	for tree, dir := range map[*map[string][]byte]string{&old: "tm_tm-old", &current: "tm_tm-new"} {
 		slot := dir + "/slotAllocationSnapshots/0.bin"
-		require.NoError(t, os.MkdirAll(filepath.Dir(m.Path(slot)), 0o755))
-		putFile(t, m.Path(slot), []byte("slot 0"), 0o644)
+		putFileWithDirs(t, m.Path(slot), []byte("slot 0"))
 		(*tree)[slot] = []byte("slot 0")
 	}
 	m.Unmount()
@@ -340,7 +283,7 @@ func TestGCRemovesAbandonedExecutorTrees(t *testing.T) {
 // store that fsck finds consistent, and the job gone.
 func TestGCKilledMidRunResumes(t *testing.T) {
 	m := mountFS(t)
-	dir := fmt.Sprintf("tm_tm-1/localState/aid_0123456789abcdef0123456789abcdef/jid_%s/vtx_fedcba9876543210fedcba9876543210_sti_0", jobGone)
+	dir := subtaskDir(holdAlloc, jobGone)
 	for c := range 20 {
 		chk := m.Path(dir, fmt.Sprintf("chk_%d", c))
 		require.NoError(t, os.MkdirAll(chk, 0o755))

@@ -1,8 +1,6 @@
 package test
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,68 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// holdArgs mount with deletes held and a short decision window.
-var holdArgs = []string{"--hold-deletes", "--hold-window", "500ms", "--seal-delay", "0"}
-
-const (
-	holdAlloc  = "0123456789abcdef0123456789abcdef"
-	holdVertex = "fedcba9876543210fedcba9876543210"
-)
-
-// subtaskDir is the local-state directory of subtask 0 of job under
-// executor tm-1 in allocation alloc.
-func subtaskDir(alloc, job string) string {
-	return fmt.Sprintf("tm_tm-1/localState/aid_%s/jid_%s/vtx_%s_sti_0", alloc, job, holdVertex)
-}
-
-// writeCheckpoint writes checkpoint chk of a subtask directory and returns
-// its files with their content.
-func writeCheckpoint(t *testing.T, m *Mount, subtask string, chk int, seed int64) map[string][]byte {
-	t.Helper()
-	dir := fmt.Sprintf("%s/chk_%d", subtask, chk)
-	files := map[string][]byte{
-		dir + "/_task_state_snapshot": []byte(fmt.Sprintf("snapshot %d", chk)),
-		dir + "/db/000012.sst":        pseudoRandom(1<<20, seed),
-		dir + "/db/MANIFEST-000005":   pseudoRandom(4<<10, seed+1),
-	}
-	for p, b := range files {
-		require.NoError(t, os.MkdirAll(filepath.Dir(m.Path(p)), 0o755))
-		putFile(t, m.Path(p), b, 0o644)
-	}
-	return files
-}
-
-type heldTree struct {
-	ID    string   `json:"id"`
-	Path  string   `json:"path"`
-	Jobs  []string `json:"jobs"`
-	Files int      `json:"files"`
-	Bytes int64    `json:"bytes"`
-}
-
-func holds(t *testing.T, m *Mount) []heldTree {
-	t.Helper()
-	var hs []heldTree
-	require.NoError(t, json.Unmarshal([]byte(mustCLI(t, "held", "--store", m.Store, "--json")), &hs))
-	return hs
-}
-
-// waitHolds waits until the store holds n trees.
-func waitHolds(t *testing.T, m *Mount, n int) []heldTree {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		hs := holds(t, m)
-		if len(hs) == n {
-			return hs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the store holds %d trees, want %d: %+v\n%s", len(hs), n, hs, m.Log())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // With --hold-deletes, Flink freeing a slot (rm -rf of aid_<a>) is held and
 // can be restored, the same inodes back, no data copied; a pruned
 // checkpoint is never held.
@@ -84,7 +20,7 @@ func TestHeldDeleteIsRestorable(t *testing.T) {
 	pruned := writeCheckpoint(t, m, sub, 1, 1)
 	kept := writeCheckpoint(t, m, sub, 2, 2)
 	waitAllSealed(t, m)
-	inoBefore := inode(t, m.Path(sub, "chk_2/db/000012.sst"))
+	inoBefore := lstatOf(t, m.Path(sub, "chk_2/db/000012.sst")).Ino
 
 	// Flink subsumes checkpoint 1: its directory goes, file by file.
 	require.NoError(t, os.RemoveAll(m.Path(sub, "chk_1")))
@@ -124,7 +60,7 @@ func TestHeldDeleteIsRestorable(t *testing.T) {
 	_, err = os.Stat(view)
 	require.True(t, os.IsNotExist(err), "the restored hold's view is still served from the kernel's cache: %v", err)
 	requireTree(t, m, kept, true)
-	require.Equal(t, inoBefore, inode(t, m.Path(sub, "chk_2/db/000012.sst")), "restore copied the file")
+	require.Equal(t, inoBefore, lstatOf(t, m.Path(sub, "chk_2/db/000012.sst")).Ino, "restore copied the file")
 	require.Empty(t, holds(t, m))
 	entries, err := os.ReadDir(m.Path(".statefs/held"))
 	require.NoError(t, err)
@@ -255,11 +191,4 @@ func TestHoldAcrossRestartAndOfflineRestore(t *testing.T) {
 	out := mustCLI(t, "du", "--store", m.Store, "--by", "allocation")
 	require.Contains(t, out, newAlloc)
 	require.NotContains(t, out, holdAlloc)
-}
-
-func inode(t *testing.T, path string) uint64 {
-	t.Helper()
-	st, err := os.Stat(path)
-	require.NoError(t, err)
-	return st.Sys().(*syscall.Stat_t).Ino
 }

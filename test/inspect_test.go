@@ -1,7 +1,6 @@
 package test
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -50,13 +49,6 @@ type duOutput struct {
 	Groups            []duGroup `json:"groups"`
 	Total             duGroup   `json:"total"`
 	UnreferencedBytes int64     `json:"unreferenced_bytes"`
-}
-
-func cliJSON(t *testing.T, v any, args ...string) {
-	t.Helper()
-	r := runCLI(t, 30*time.Second, args...)
-	require.Zero(t, r.code, "statefs %s: %s", strings.Join(args, " "), r.stderr)
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), v), "statefs %s printed:\n%s", strings.Join(args, " "), r.stdout)
 }
 
 // inspect and du give the same answers through the daemon and offline: the

@@ -17,7 +17,7 @@ import (
 
 	"github.com/statefs/statefs/gc"
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -189,11 +189,7 @@ type linksModel struct {
 
 func (l *linksModel) fatalf(rt *rapid.T, format string, args ...any) {
 	rt.Helper()
-	log := l.m.Log()
-	if len(log) > 4096 {
-		log = "..." + log[len(log)-4096:]
-	}
-	rt.Fatalf(format+"\ndaemon log:\n%s", append(args, log)...)
+	fatalWithLog(rt, l.m, format, args...)
 }
 
 // do runs a call that must succeed and returns when it ran.
@@ -220,14 +216,14 @@ func (l *linksModel) cli(rt *rapid.T, args ...string) string {
 func (l *linksModel) setUp(rt *rapid.T) {
 	l.mkdirAll(rt, linksDB(modelJob))
 	keep, data := linksDB(modelJob)+"/CURRENT", []byte("MANIFEST-000001\n")
-	s := l.do(rt, "write "+keep, func() error { return storeSynced(l.m.Path(keep), data) })
+	s := l.do(rt, "write "+keep, func() error { return createSynced(l.m.Path(keep), data) })
 	l.files++
 	l.tree[keep] = &linkedName{file: &linkedFile{data: data, written: s}, born: s}
 	l.settle(rt)
 }
 
 // jobOf is the job whose state the name at p is, by its path.
-func jobOf(p string) string { return manifest.FlinkRules().Owner(p).Job }
+func jobOf(p string) string { return owner.FlinkRules().Owner(p).Job }
 
 // holdsRemoval reports whether removing the name at p is held: it is in a
 // job's local state (allocation level or deeper) and the job is not gone.
@@ -297,7 +293,7 @@ func (l *linksModel) write(rt *rapid.T) {
 	l.mkdirAll(rt, linksDB(job))
 	data := l.content(rt)
 	n := l.tree[p]
-	write := func() error { return storeSynced(l.m.Path(p), data) }
+	write := func() error { return createSynced(l.m.Path(p), data) }
 	if n != nil && rapid.Bool().Draw(rt, "append") {
 		more := data
 		data = append(slices.Clone(n.file.data), more...)
@@ -307,10 +303,7 @@ func (l *linksModel) write(rt *rapid.T) {
 				return err
 			}
 			defer f.Close()
-			if _, err := f.Write(more); err != nil {
-				return err
-			}
-			return f.Sync()
+			return writeAndSync(f, more)
 		}
 	}
 	s := l.do(rt, "write "+p, write)
@@ -343,7 +336,7 @@ func (l *linksModel) checkpoint(rt *rapid.T) {
 	meta := dir + "/_task_state_snapshot"
 	if _, ok := l.tree[meta]; !ok {
 		data := []byte("snapshot of " + dir)
-		s := l.do(rt, "write "+meta, func() error { return storeSynced(l.m.Path(meta), data) })
+		s := l.do(rt, "write "+meta, func() error { return createSynced(l.m.Path(meta), data) })
 		l.files++
 		l.tree[meta] = &linkedName{file: &linkedFile{data: data, written: s}, born: s}
 	}
@@ -523,7 +516,7 @@ func (l *linksModel) restore(rt *rapid.T) {
 	hd := l.holds[i]
 	// Where it was, or into another allocation (as a restarted TaskManager
 	// offering the slot anew).
-	from := linksAlloc(manifest.FlinkRules().Owner(hd.path).Allocation)
+	from := linksAlloc(owner.FlinkRules().Owner(hd.path).Allocation)
 	dest := linksAlloc(rapid.SampledFrom(linksAllocs).Draw(rt, "into")) + strings.TrimPrefix(hd.path, from)
 	if _, taken := l.tree[dest]; taken {
 		return
@@ -617,7 +610,7 @@ func (l *linksModel) gc(rt *rapid.T) {
 	l.gcRuns++
 	for _, job := range slices.Sorted(maps.Keys(jobs)) {
 		j := jobs[job]
-		if j.Verdict != "gone" {
+		if !j.Gone() {
 			if _, ok := real.jobs[job]; ok {
 				l.fatalf(rt, "gc collected job %s, whose verdict is %s: %+v", job, j.Verdict, real)
 			}
@@ -638,7 +631,7 @@ func (l *linksModel) gc(rt *rapid.T) {
 		delete(l.gone, job)
 	}
 	for job, j := range l.jobs(rt) {
-		l.gone[job] = j.Verdict == "gone"
+		l.gone[job] = j.Gone()
 	}
 	// Held trees left empty go at the daemon's next pass: two sentinels,
 	// one pass after another, see it done.
@@ -689,7 +682,7 @@ func (l *linksModel) collect(rt *rapid.T, job string, since int64) (names, files
 func (l *linksModel) syncDirs(rt *rapid.T, jobs map[string]index.Job) {
 	mayGo := func(p string, n *linkedName, names map[string]*linkedName, rel string) bool {
 		j, ok := jobs[jobOf(p)]
-		if !ok || j.Verdict != "gone" || n.file != nil {
+		if !ok || !j.Gone() || n.file != nil {
 			return false
 		}
 		for c := range names {
@@ -852,7 +845,7 @@ func (l *linksModel) check(rt *rapid.T) {
 // checkFile compares file f, seen at p in the tree or in .statefs/held,
 // with the model.
 func (l *linksModel) checkFile(rt *rapid.T, p string, f *linkedFile, st *unix.Statx_t) {
-	ino := st.Ino &^ heldViewBits
+	ino := st.Ino &^ heldViewInoBits
 	if f.ino != 0 && f.ino != ino {
 		l.fatalf(rt, "%s: inode %d, the file's is %d", p, ino, f.ino)
 	}

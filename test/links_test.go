@@ -123,10 +123,10 @@ func TestHeldDeleteKeepsLinksFromTheLiveDB(t *testing.T) {
 			ino := map[string]uint64{}
 			wantNlink := map[string]uint64{}
 			for p := range held {
-				ino[p] = inode(t, m.Path(p))
+				ino[p] = lstatOf(t, m.Path(p)).Ino
 				wantNlink[p] = 1
 				if src, ok := linkedFrom[p]; ok {
-					require.Equal(t, inode(t, m.Path(src)), ino[p], "%s is a link of %s", p, src)
+					require.Equal(t, lstatOf(t, m.Path(src)).Ino, ino[p], "%s is a link of %s", p, src)
 					wantNlink[p] = uint64(1 + names[src])
 				}
 				require.Equal(t, wantNlink[p], uint64(lstatOf(t, m.Path(p)).Nlink), "links of %s before the removal", p)
@@ -151,7 +151,7 @@ func TestHeldDeleteKeepsLinksFromTheLiveDB(t *testing.T) {
 			requireTree(t, m, held, true)
 			requireTree(t, m, live, true)
 			for p := range held {
-				require.Equal(t, ino[p], inode(t, m.Path(p)), "%s is not the file it was", p)
+				require.Equal(t, ino[p], lstatOf(t, m.Path(p)).Ino, "%s is not the file it was", p)
 				require.Equal(t, wantNlink[p], uint64(lstatOf(t, m.Path(p)).Nlink), "links of %s after the restore", p)
 			}
 			for src, n := range names {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -13,86 +12,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/internal/testenv"
 )
-
-// freeAddr is a loopback address no one listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// get fetches http://addr/path and returns the status and body.
-func get(t *testing.T, addr, path string) (int, string) {
-	t.Helper()
-	c := &http.Client{Timeout: 30 * time.Second}
-	resp, err := c.Get("http://" + addr + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	return resp.StatusCode, string(b)
-}
-
-// scrape is one GET /metrics, parsed.
-type scrape map[string]*dto.MetricFamily
-
-func scrapeMetrics(t *testing.T, addr string) scrape {
-	t.Helper()
-	code, body := get(t, addr, "/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("GET /metrics: %d\n%s", code, body)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parsing /metrics: %v", err)
-	}
-	return families
-}
-
-// value is the counter's or gauge's value, or the histogram's count, of
-// metric name with label op=op (op "" for a metric without labels); 0 if
-// the scrape has none.
-func (s scrape) value(name, op string) float64 {
-	f := s[name]
-	if f == nil {
-		return 0
-	}
-	for _, m := range f.GetMetric() {
-		if op != "" && !(len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == op) {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return 0
-}
 
 // eventually scrapes until ok holds for the scrape, or fails after limit.
 func eventually(t *testing.T, addr string, limit time.Duration, what string, ok func(scrape) bool) scrape {
@@ -158,13 +86,13 @@ func TestMetricsAndHealth(t *testing.T) {
 		content[i] = byte(rng.IntN(256))
 	}
 	path := m.Path("state.sst")
-	do(t, os.WriteFile(path, content, 0o644))
+	require.NoError(t, os.WriteFile(path, content, 0o644))
 	eventually(t, addr, 30*time.Second, "the file was not sealed", func(s scrape) bool {
 		return s.value("statefs_seal_duration_seconds", "") >= 1 && s.value("statefs_unsealed_files", "") == 0 &&
 			s.value("statefs_logical_bytes", "") >= size
 	})
 	got, err := os.ReadFile(path) // the first open of sealed content: read through the daemon
-	do(t, err)
+	require.NoError(t, err)
 	if !bytes.Equal(got, content) {
 		t.Fatal("read back other bytes than written")
 	}
@@ -238,42 +166,19 @@ func TestMetricsAddrRefused(t *testing.T) {
 func TestLogFormatJSON(t *testing.T) {
 	testenv.RequireFUSE(t)
 	store, mnt := filepath.Join(t.TempDir(), "store"), t.TempDir()
-	cmd := exec.Command(binary, "--log-format", "json", "mount", "--store", store, mnt)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	do(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.Now().Add(15 * time.Second)
-	for !isMounted(mnt) || !answers(filepath.Join(store, control.SocketName)) {
-		select {
-		case err := <-done:
-			t.Fatalf("statefs mount exited before serving: %v\n%s", err, &stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			<-done
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-			t.Fatalf("statefs mount did not serve within 15s\n%s", &stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("statefs mount exited with %v\n%s", err, &stderr)
-		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("statefs mount did not exit within 30s of SIGTERM\n%s", &stderr)
+	var p process
+	p.launch(t, exec.Command(binary, "--log-format", "json", "mount", "--store", store, mnt))
+	p.killAtEnd(t, mnt)
+	p.awaitServing(t, "statefs mount", func() bool {
+		return isMounted(mnt) && answers(filepath.Join(store, control.SocketName))
+	})
+	if err := p.terminate(30 * time.Second); err != nil {
+		t.Fatalf("statefs mount %v\n%s", err, p.log)
 	}
 	requireNotMounted(t, mnt)
 
 	var msgs []string
-	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(p.log.String()), "\n") {
 		var rec struct {
 			Time  string `json:"time"`
 			Level string `json:"level"`
@@ -298,17 +203,7 @@ func TestLogFormatRefused(t *testing.T) {
 	requireOneLineError(t, r, "--log-format", "yaml")
 	requireAbsent(t, store)
 
-	cmd := exec.Command(binary, "fsck", "--store", store)
-	cmd.Env = append(os.Environ(), "STATEFS_LOG_FORMAT=xml")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if exit, ok := err.(*exec.ExitError); ok {
-		code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	requireOneLineError(t, cliResult{stdout: stdout.String(), stderr: stderr.String(), code: code}, "--log-format", "xml")
+	r = runCLIEnv(t, 30*time.Second, []string{"STATEFS_LOG_FORMAT=xml"}, "fsck", "--store", store)
+	requireOneLineError(t, r, "--log-format", "xml")
 	requireAbsent(t, store)
 }

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
 
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 )
 
 // TestModel drives a real mount through random sequences of create, write
@@ -30,7 +30,7 @@ import (
 // step the whole tree (names, file types, permission bits, sizes, contents,
 // link counts, which names share an inode, and mtimes the model set).
 //
-// The paths go through Flink's trees (manifest.FlinkRules) as well as
+// The paths go through Flink's trees (owner.FlinkRules) as well as
 // through unowned ones: a live RocksDB instance of a job
 // (tm_m/tmp/job_<J>_op_o_uuid_<U>/db, job level) and checkpoint directories
 // of two allocations (tm_m/localState/aid_<A>/jid_<J>/vtx_<V>_sti_0/chk_<n>),
@@ -206,15 +206,16 @@ type modelHold struct {
 // The names paths are made of: few, so that operations collide.
 var modelNames = []string{"a", "b", "c", "d"}
 
-// fatalf fails the check with the end of the daemon's log, which names
-// what went wrong inside it (an EIO is logged there).
+// fatalWithLog fails a rapid check with the end of m's log, which names
+// what went wrong inside the daemon (an EIO is logged there).
+func fatalWithLog(rt *rapid.T, m *Mount, format string, args ...any) {
+	rt.Helper()
+	rt.Fatalf(format+"\ndaemon log:\n%s", append(args, tail(m.Log(), 4096))...)
+}
+
 func (h *modelHarness) fatalf(rt *rapid.T, format string, args ...any) {
 	rt.Helper()
-	log := h.m.Log()
-	if len(log) > 4096 {
-		log = "..." + log[len(log)-4096:]
-	}
-	rt.Fatalf(format+"\ndaemon log:\n%s", append(args, log)...)
+	fatalWithLog(rt, h.m, format, args...)
 }
 
 // drawPath draws a path: mostly one the model has, or a new name in one
@@ -760,19 +761,19 @@ func (h *modelHarness) stop(kill bool) {
 
 // pends reports whether removing the name at p pends it in the attic: a
 // name in a job's local state (allocation level or deeper, by the path's
-// owner, manifest.FlinkRules) whose job is not gone. The model's job is
+// owner, owner.FlinkRules) whose job is not gone. The model's job is
 // never gone.
 func pends(p string) bool {
-	o := manifest.FlinkRules().Owner(p)
-	return o.Job != "" && o.Level >= manifest.LevelAllocation
+	o := owner.FlinkRules().Owner(p)
+	return o.Job != "" && o.Level >= owner.LevelAllocation
 }
 
 // holdLevel reports whether a pending directory at p is one that is held
 // whole if the tree no longer has it: an allocation, a job in an
 // allocation, or a subtask (not a checkpoint: pruned, never held).
 func holdLevel(p string) bool {
-	switch manifest.FlinkRules().Owner(p).Level {
-	case manifest.LevelAllocation, manifest.LevelJobInAllocation, manifest.LevelSubtask:
+	switch owner.FlinkRules().Owner(p).Level {
+	case owner.LevelAllocation, owner.LevelJobInAllocation, owner.LevelSubtask:
 		return true
 	}
 	return false
@@ -939,20 +940,6 @@ func sentinelLinks(m *Mount) (uint32, error) {
 	return st.Nlink, nil
 }
 
-// fsyncPath fsyncs the file or directory at path.
-func fsyncPath(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
-
-// heldViewBits are the bits .statefs/held sets on the inode numbers it
-// shows (fs.heldViewIno).
-const heldViewBits = 3 << 62
-
 // checkHeld compares `statefs held --json` and .statefs/held with the
 // model's held trees: the same trees at the same paths (a path held twice,
 // in the order held: ids sort by time), each inode once in files and
@@ -1023,7 +1010,7 @@ func (h *modelHarness) checkHeldTree(rt *rapid.T, p string, n *modelNode) {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			h.fatalf(rt, "%q: mode %#o, model has a regular file", cp, st.Mode)
 		}
-		if ino := st.Ino &^ heldViewBits; ino != c.ino {
+		if ino := st.Ino &^ heldViewInoBits; ino != c.ino {
 			h.fatalf(rt, "%q: inode %d, the file's is %d", cp, ino, c.ino)
 		}
 		h.checkFile(rt, cp, c, &st)

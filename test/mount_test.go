@@ -1,19 +1,33 @@
 // Package test holds the integration tests: each one mounts the real statefs
 // binary on a temp dir and drives it through real syscalls.
+//
+// The helpers live by what they help with: this file mounts the daemon and
+// watches it (its log, status.json, /metrics, the mount table);
+// helpers_test.go makes and checks files and trees; command_test.go runs
+// the statefs command; flink_test.go writes state in Flink's layout.
 package test
 
 import (
-	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/internal/testenv"
@@ -40,6 +54,88 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// Flags the tests mount with.
+var (
+	// sealDelayZero makes the daemon seal files as soon as they are closed,
+	// so a kill lands while files are being sealed.
+	sealDelayZero = []string{"--seal-delay", "0"}
+	// holdArgs mount with deletes held and a short decision window.
+	holdArgs = []string{"--hold-deletes", "--hold-window", "500ms", "--seal-delay", "0"}
+)
+
+// process is a statefs command running in the background: its output, and
+// its exit once it comes.
+type process struct {
+	cmd  *exec.Cmd // nil once the command's exit was seen
+	log  *bytes.Buffer
+	done chan error // receives the command's exit, once
+}
+
+// launch starts cmd with its stdout and stderr going to p.log.
+func (p *process) launch(t testing.TB, cmd *exec.Cmd) {
+	t.Helper()
+	p.cmd, p.log = cmd, &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.done = make(chan error, 1)
+	go func(c *exec.Cmd, done chan error) { done <- c.Wait() }(cmd, p.done)
+}
+
+// awaitServing waits until serving reports true. It fails the test, naming
+// the command as name, if the command exits first or does not serve within
+// 15 s.
+func (p *process) awaitServing(t testing.TB, name string, serving func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !serving() {
+		select {
+		case err := <-p.done:
+			p.cmd = nil
+			t.Fatalf("%s exited before serving: %v\n%s", name, err, p.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not serve within 15s\n%s", name, p.log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// terminate sends SIGTERM and waits up to grace for the command to exit,
+// and kills it then. It returns an error unless the command exited 0 in
+// time.
+func (p *process) terminate(grace time.Duration) error {
+	defer func() { p.cmd = nil }()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			return fmt.Errorf("exited with %v", err)
+		}
+		return nil
+	case <-time.After(grace):
+		p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("did not exit within %v of SIGTERM", grace)
+	}
+}
+
+// killAtEnd makes the end of the test kill the command if it still runs,
+// and detach mnt if a mount is left there.
+func (p *process) killAtEnd(t testing.TB, mnt string) {
+	t.Cleanup(func() {
+		if p.cmd != nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if isMounted(mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+}
+
 // Mount is one running `statefs mount` daemon serving Store on Dir.
 type Mount struct {
 	t     testing.TB
@@ -47,9 +143,7 @@ type Mount struct {
 	Dir   string // the mountpoint
 	Args  []string
 	Env   []string // added to the daemon's environment, KEY=value
-	cmd   *exec.Cmd
-	log   *bytes.Buffer
-	done  chan error
+	process
 }
 
 // mountFS starts a daemon on a fresh store in a temp dir and waits until it
@@ -82,38 +176,26 @@ func (m *Mount) Path(rel ...string) string {
 	return filepath.Join(append([]string{m.Dir}, rel...)...)
 }
 
+// mountArgs are the arguments of the daemon's `statefs mount`.
+// STATEFS_TEST_MOUNT_ARGS adds flags to every mount: make test runs the
+// suite once more with --passthrough=false, the path older kernels take.
+func (m *Mount) mountArgs() []string {
+	args := append([]string{"mount", "--store", m.Store}, strings.Fields(os.Getenv("STATEFS_TEST_MOUNT_ARGS"))...)
+	args = append(args, m.Args...)
+	return append(args, m.Dir)
+}
+
 // Start runs the daemon on the same store and mountpoint and waits until it
 // serves: the mount is live and the control socket answers, which the daemon
 // opens only after it has set up the mount (read-ahead included).
 func (m *Mount) Start() {
 	m.t.Helper()
-	// STATEFS_TEST_MOUNT_ARGS adds flags to every mount: make test runs the
-	// suite once more with --passthrough=false, the path older kernels take.
-	args := append([]string{"mount", "--store", m.Store}, strings.Fields(os.Getenv("STATEFS_TEST_MOUNT_ARGS"))...)
-	args = append(args, m.Args...)
-	args = append(args, m.Dir)
-	m.cmd = exec.Command(binary, args...)
-	m.cmd.Env = append(os.Environ(), m.Env...)
-	m.log = &bytes.Buffer{}
-	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
-	if err := m.cmd.Start(); err != nil {
-		m.t.Fatal(err)
-	}
-	m.done = make(chan error, 1)
-	go func(c *exec.Cmd, done chan error) { done <- c.Wait() }(m.cmd, m.done)
-	deadline := time.Now().Add(15 * time.Second)
-	for !isMounted(m.Dir) || !answers(filepath.Join(m.Store, control.SocketName)) {
-		select {
-		case err := <-m.done:
-			m.cmd = nil
-			m.t.Fatalf("statefs mount exited before serving: %v\n%s", err, m.log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("statefs mount did not serve within 15s\n%s", m.log)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	cmd := exec.Command(binary, m.mountArgs()...)
+	cmd.Env = append(os.Environ(), m.Env...)
+	m.launch(m.t, cmd)
+	m.awaitServing(m.t, "statefs mount", func() bool {
+		return isMounted(m.Dir) && answers(filepath.Join(m.Store, control.SocketName))
+	})
 }
 
 // Unmount stops the daemon cleanly (SIGTERM) and checks that it exits 0 and
@@ -123,18 +205,9 @@ func (m *Mount) Unmount() {
 	if m.cmd == nil {
 		return
 	}
-	m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-m.done:
-		if err != nil {
-			m.t.Errorf("statefs mount exited with %v\n%s", err, m.log)
-		}
-	case <-time.After(30 * time.Second):
-		m.cmd.Process.Kill()
-		<-m.done
-		m.t.Errorf("statefs mount did not exit within 30s of SIGTERM\n%s", m.log)
+	if err := m.terminate(30 * time.Second); err != nil {
+		m.t.Errorf("statefs mount %v\n%s", err, m.log)
 	}
-	m.cmd = nil
 	if isMounted(m.Dir) {
 		syscall.Unmount(m.Dir, syscall.MNT_DETACH)
 		m.t.Errorf("mount still present after the daemon exited")
@@ -175,30 +248,274 @@ func answers(socket string) bool {
 	return true
 }
 
-// isMounted reports whether dir is a mountpoint of a statefs FUSE mount.
-func isMounted(dir string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
+// guardStall turns a hung filesystem into a test failure instead of a hung
+// test binary: unless stop is called within limit, the daemon gets SIGQUIT,
+// which makes it print every goroutine's stack into its log (shown when
+// Unmount or a check fails) and exit; the kernel then fails the stuck
+// syscalls with ENOTCONN. A daemon that ignores SIGQUIT is killed 5s later.
+func guardStall(t testing.TB, m *Mount, limit time.Duration, what string) (stop func()) {
+	t.Helper()
+	p := m.cmd.Process
+	timer := time.AfterFunc(limit, func() {
+		t.Errorf("%s: still running after %v: the filesystem is stuck; sent SIGQUIT to the daemon (pid %d) for a goroutine dump", what, limit, p.Pid)
+		p.Signal(syscall.SIGQUIT)
+		time.Sleep(5 * time.Second)
+		p.Kill()
+	})
+	stop = func() { timer.Stop() }
+	t.Cleanup(stop)
+	return stop
+}
+
+// smallDisk mounts a tmpfs of mib MiB in a temp dir, for a store that is
+// to run out of space. It is unmounted when the test ends (after the
+// daemon, whose cleanup was registered later).
+func smallDisk(t *testing.T, mib int) string {
+	t.Helper()
+	testenv.RequireFUSE(t) // root, as the mount needs
+	disk := t.TempDir()
+	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, fmt.Sprintf("size=%dm", mib)); err != nil {
+		t.Fatalf("mounting a %d MiB tmpfs for the store: %v", mib, err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 5 || fields[4] != dir {
-			continue
-		}
-		for i, f := range fields {
-			if f == "-" && i+1 < len(fields) && strings.HasPrefix(fields[i+1], "fuse") {
-				return true
+	t.Cleanup(func() { unix.Unmount(disk, unix.MNT_DETACH) })
+	return disk
+}
+
+// waitLogLine waits up to within for a line of the daemon's log that holds
+// every one of parts. A line the daemon wrote reaches the test's copy of
+// its log a moment later, so checks of the log poll.
+func waitLogLine(t testing.TB, m *Mount, within time.Duration, parts ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, line := range strings.Split(m.Log(), "\n") {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+				return
 			}
 		}
 	}
-	return false
+	t.Fatalf("the daemon logged no line that says %q within %v:\n%s", parts, within, tail(m.Log(), 4000))
 }
 
-// statefs runs the CLI with args and returns its combined output and error.
-func statefs(args ...string) (string, error) {
-	out, err := exec.Command(binary, args...).CombinedOutput()
-	return string(out), err
+// unsealed is the field "unsealed" of .statefs/status.json: how many files
+// are waiting to be sealed.
+func unsealed(m *Mount) (int, error) {
+	raw, err := os.ReadFile(m.Path(".statefs", "status.json"))
+	if err != nil {
+		return 0, err
+	}
+	var status struct {
+		Unsealed *int `json:"unsealed"`
+	}
+	if err := json.Unmarshal(raw, &status); err != nil {
+		return 0, fmt.Errorf("%w in %q", err, raw)
+	}
+	if status.Unsealed == nil {
+		return 0, fmt.Errorf("no field \"unsealed\" in %s", raw)
+	}
+	return *status.Unsealed, nil
+}
+
+// waitAllSealed polls status.json until no file waits to be sealed.
+func waitAllSealed(t testing.TB, m *Mount) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n, err := unsealed(m)
+		require.NoError(t, err, "reading .statefs/status.json")
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d files still unsealed after 60s\n%s", n, m.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitUnsealed waits until status.json reports files waiting to be sealed, so
+// that the kill that follows lands while sealing is in progress.
+func waitUnsealed(t *testing.T, m *Mount, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		n, err := unsealed(m)
+		if err != nil {
+			t.Errorf("reading .statefs/status.json: %v", err)
+			return
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("status.json reported no unsealed files within %v; killing anyway", limit)
+}
+
+// freeAddr is a loopback address no one listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// get fetches http://addr/path and returns the status and body.
+func get(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// scrape is one GET /metrics, parsed.
+type scrape map[string]*dto.MetricFamily
+
+func scrapeMetrics(t *testing.T, addr string) scrape {
+	t.Helper()
+	code, body := get(t, addr, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d\n%s", code, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return families
+}
+
+// value is the counter's or gauge's value, or the histogram's count, of
+// metric name with label op=op (op "" for a metric without labels); 0 if
+// the scrape has none.
+func (s scrape) value(name, op string) float64 {
+	f := s[name]
+	if f == nil {
+		return 0
+	}
+	for _, m := range f.GetMetric() {
+		if op != "" && !(len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == op) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return 0
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	dir    string // the mountpoint
+	fstype string // "" if the line has none
+	super  string // the super-block options (for FUSE: user_id=0,group_id=0,...); "" if none
+}
+
+// mountTable reads /proc/self/mountinfo.
+func mountTable() ([]mountEntry, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var es []mountEntry
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		e := mountEntry{dir: f[4]}
+		// The optional fields end at "-"; the type, the source and the
+		// super-block options follow.
+		if i := slices.Index(f, "-"); i >= 0 {
+			if i+1 < len(f) {
+				e.fstype = f[i+1]
+			}
+			if i+3 < len(f) {
+				e.super = f[i+3]
+			}
+		}
+		es = append(es, e)
+	}
+	return es, nil
+}
+
+// isMounted reports whether dir is a mountpoint of a statefs FUSE mount.
+func isMounted(dir string) bool {
+	es, _ := mountTable()
+	return slices.ContainsFunc(es, func(e mountEntry) bool { return e.dir == dir && strings.HasPrefix(e.fstype, "fuse") })
+}
+
+// requireNotMounted fails when dir is a FUSE mount, and detaches it so the
+// failure does not leak into other tests.
+func requireNotMounted(t *testing.T, dir string) {
+	t.Helper()
+	if isMounted(dir) {
+		syscall.Unmount(dir, syscall.MNT_DETACH)
+		t.Errorf("%s is mounted after a refused `statefs mount`", dir)
+	}
+}
+
+// mountSuperOptions is the super-block option field of dir's entry in
+// /proc/self/mountinfo (for FUSE: user_id=0,group_id=0,default_permissions,...).
+func mountSuperOptions(t testing.TB, dir string) string {
+	t.Helper()
+	es, err := mountTable()
+	require.NoError(t, err)
+	for _, e := range es {
+		if e.dir == dir && e.super != "" {
+			return e.super
+		}
+	}
+	t.Fatalf("%s not in /proc/self/mountinfo", dir)
+	return ""
+}
+
+// mountCount is how many mounts are stacked at dir.
+func mountCount(t testing.TB, dir string) int {
+	t.Helper()
+	es, err := mountTable()
+	require.NoError(t, err)
+	var n int
+	for _, e := range es {
+		if e.dir == dir {
+			n++
+		}
+	}
+	return n
+}
+
+// detachAllUnder detaches every mount below dir, deepest first: the binds
+// a failed test leaves keep the daemon's FUSE connection, and so its
+// unmount, from finishing.
+func detachAllUnder(t testing.TB, dir string) {
+	es, err := mountTable()
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var points []string
+	for _, e := range es {
+		if strings.HasPrefix(e.dir, dir+"/") {
+			points = append(points, e.dir)
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range points {
+		unix.Unmount(p, unix.MNT_DETACH)
+	}
 }

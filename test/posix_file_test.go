@@ -375,12 +375,11 @@ func TestPosixMmap(t *testing.T) {
 
 // Appends that each open, write, fsync and close, with a seal after every
 // close, all reach the file, even when the release of one handle lags
-// behind the next open. (The one-hour soak found a log that had lost an
-// fsync'd record: go-fuse drops the kernel's passthrough backing file of a
-// released handle only after the filesystem's Release returned, and an
-// open in between was given that backing file, the staging file the seal
-// had just replaced, so its write went to a deleted file.) The pause at
-// handle-released holds every release in that window.
+// behind the next open: go-fuse drops the kernel's passthrough backing file
+// of a released handle only after the filesystem's Release returned, and
+// an open in between must not be given that backing file, the staging file
+// the seal has just replaced, or its fsync'd write goes to a deleted file.
+// The pause at handle-released holds every release in that window.
 func TestAppendsWhileReleasesLag(t *testing.T) {
 	m := mountFS(t, sealDelayZero...)
 	m.Unmount()
@@ -392,9 +391,7 @@ func TestAppendsWhileReleasesLag(t *testing.T) {
 		record := bytes.Repeat([]byte{byte('a' + i)}, 1000+i)
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		require.NoError(t, err)
-		_, err = f.Write(record)
-		require.NoError(t, err)
-		require.NoError(t, f.Sync())
+		require.NoError(t, writeAndSync(f, record))
 		require.NoError(t, f.Close())
 		want = append(want, record...)
 		time.Sleep(100 * time.Millisecond) // the seal commits while the release lags

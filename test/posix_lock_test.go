@@ -1,9 +1,15 @@
 package test
 
 import (
+	"bufio"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -88,4 +94,98 @@ func TestPosixFcntlLock(t *testing.T) {
 	out, err := runLockChild(exe, p)
 	require.Error(t, err, "a child took a lock this process holds: %s", out)
 	require.Contains(t, out, "F_SETLK")
+}
+
+// The POSIX lock tests need a lock held by another process. The test binary
+// re-executes itself with lockChildEnv set; init then takes the lock, says
+// "locked" on stdout and holds it until stdin is closed, before TestMain runs.
+const lockChildEnv = "STATEFS_POSIX_LOCK_CHILD" // "path:start:len"
+
+func init() {
+	spec := os.Getenv(lockChildEnv)
+	if spec == "" {
+		return
+	}
+	if err := holdPosixLock(spec); err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func holdPosixLock(spec string) error {
+	i := strings.LastIndexByte(spec, ':')
+	j := strings.LastIndexByte(spec[:i], ':')
+	start, err := strconv.ParseInt(spec[j+1:i], 10, 64)
+	if err != nil {
+		return err
+	}
+	length, err := strconv.ParseInt(spec[i+1:], 10, 64)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(spec[:j], os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: start, Len: length}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk); err != nil {
+		return fmt.Errorf("F_SETLK: %w", err)
+	}
+	fmt.Println("locked")
+	io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// lockHolder is another process holding a POSIX write lock on a file range.
+type lockHolder struct {
+	cmd   *os.Process
+	stdin io.WriteCloser
+	done  chan error
+}
+
+// holdLockInChild starts a child process that takes an F_SETLK write lock on
+// [start, start+length) of path and keeps it until release.
+func holdLockInChild(t testing.TB, path string, start, length int64) *lockHolder {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d:%d", lockChildEnv, path, start, length))
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	h := &lockHolder{cmd: cmd.Process, stdin: stdin, done: make(chan error, 1)}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	go func() { h.done <- cmd.Wait() }()
+	t.Cleanup(h.release)
+	require.Equal(t, "locked\n", line, "lock-holding child failed")
+	return h
+}
+
+// release lets the child exit, which drops its lock, and waits for it.
+func (h *lockHolder) release() {
+	if h.stdin == nil {
+		return
+	}
+	h.stdin.Close()
+	h.stdin = nil
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		h.cmd.Kill()
+		<-h.done
+	}
+}
+
+// runLockChild runs the lock-taking child on the whole of path and returns
+// its output; it fails when the lock cannot be taken.
+func runLockChild(exe, path string) (string, error) {
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s:0:0", lockChildEnv, path))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }

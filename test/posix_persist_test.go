@@ -227,9 +227,7 @@ func TestPosixStoreNames(t *testing.T) {
 
 	f, err := os.Create(filepath.Join(dir, long))
 	require.NoError(t, err)
-	_, err = f.Write(pseudoRandom(1<<20, 51))
-	require.NoError(t, err)
-	require.NoError(t, f.Sync())
+	require.NoError(t, writeAndSync(f, pseudoRandom(1<<20, 51)))
 	check("while the file is open")
 	require.NoError(t, f.Close())
 	require.NoError(t, os.Symlink(long, filepath.Join(dir, marker+"sym")))

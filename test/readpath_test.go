@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -157,7 +158,7 @@ func TestDamagedGroupFailsOnlyItsReads(t *testing.T) {
 		require.NoError(t, err, "read at %d of an undamaged group of the damaged chunk (at %d, size %d):\n%s", off, at, size, tail(m.Log(), 3000))
 		require.Equal(t, data[off:off+n], buf[:n])
 	}
-	requireLogLine(t, m, "unreadable content", "file=f", fmt.Sprintf("offset=%d", at+groupSize), "chunk="+filepath.Base(victim))
+	waitLogLine(t, m, 5*time.Second, "unreadable content", "file=f", fmt.Sprintf("offset=%d", at+groupSize), "chunk="+filepath.Base(victim))
 }
 
 // alignedBuf returns n bytes aligned to a page, as O_DIRECT needs.

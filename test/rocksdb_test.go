@@ -141,11 +141,3 @@ func scanDigest(t *testing.T, m *Mount, db string) scan {
 	sum := sha256.Sum256(out)
 	return scan{keys: bytes.Count(out, []byte("\n")), sha: hex.EncodeToString(sum[:])}
 }
-
-// tail is the last n bytes of s.
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
-}

@@ -26,8 +26,8 @@ import (
 	"github.com/statefs/statefs/control"
 )
 
-// The security review of issue 5, one property per test: each fails without
-// the property it names.
+// The security properties of the daemon, its mount and its store, one per
+// test: each fails without the property it names.
 
 // nobody is the unprivileged user the tests act as.
 const nobody = 65534
@@ -211,7 +211,7 @@ func TestSecurityControlSocket(t *testing.T) {
 	require.NoError(t, os.Chmod(socket, 0o666))
 	got := asUser(t, "api "+socket+" /jobs")
 	require.True(t, strings.HasPrefix(got[0], "refused"), "nobody was answered on a 0666 socket: %s", got[0])
-	waitLog(t, m, "refused a connection from another user")
+	waitLogLine(t, m, 20*time.Second, "refused a connection from another user")
 
 	// Root still is.
 	mustCLI(t, "jobs", "--store", m.Store)
@@ -222,8 +222,7 @@ func TestSecurityControlSocket(t *testing.T) {
 func TestSecurityStatefsReadOnly(t *testing.T) {
 	m := mountFS(t)
 	chk := subtaskDir(holdAlloc, jobLive) + "/chk_1"
-	require.NoError(t, os.MkdirAll(m.Path(chk), 0o755))
-	putFile(t, m.Path(chk, "_task_state_snapshot"), []byte("s"), 0o644)
+	putFileWithDirs(t, m.Path(chk, "_task_state_snapshot"), []byte("s"))
 	putFile(t, m.Path("outside"), []byte("o"), 0o644)
 	v := func(p ...string) string { return m.Path(append([]string{".statefs"}, p...)...) }
 	jobDir := v("jobs", jobLive)
@@ -306,28 +305,10 @@ func socketClient(m *Mount) *http.Client {
 	}}
 }
 
-// snapshotDir lists every path below dir with its mode, size and content.
-func snapshotDir(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "%s %v %d", p, fi.Mode(), fi.Size())
-		if fi.Mode().IsRegular() {
-			c, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(&b, " %q", c)
-		}
-		b.WriteByte('\n')
-		return nil
-	})
-	require.NoError(t, err)
-	return b.String()
-}
+// untouched is what describeTree must find unchanged in a directory outside
+// the store and the mount: every entry's type, mode and size, and every
+// file's content.
+const untouched = factSize | factContent
 
 // No argument of the CLI and no request on the control socket makes statefs
 // act on a path outside its mount: '..', absolute paths elsewhere, and
@@ -338,7 +319,7 @@ func TestSecurityPathsStayInside(t *testing.T) {
 	outside := t.TempDir()
 	putFile(t, filepath.Join(outside, "victim"), []byte("keep"), 0o644)
 	require.NoError(t, os.Mkdir(filepath.Join(outside, "dir"), 0o755))
-	before := snapshotDir(t, outside)
+	before := describeTree(t, outside, untouched)
 
 	writeCheckpoint(t, m, subtaskDir(holdAlloc, jobLive), 1, 1)
 	waitAllSealed(t, m)
@@ -386,7 +367,7 @@ func TestSecurityPathsStayInside(t *testing.T) {
 		require.True(t, code >= 400 && code < 500, "%s %s %s: %d %s", req.method, req.path, req.body, code, body)
 	}
 	require.Len(t, holds(t, m), 1, "the held tree left the attic")
-	require.Equal(t, before, snapshotDir(t, outside), "the directory outside changed")
+	require.Equal(t, before, describeTree(t, outside, untouched), "the directory outside changed")
 	m.Unmount()
 	mustCLI(t, "fsck", "--store", m.Store)
 }
@@ -408,7 +389,7 @@ func TestSecurityStoreSymlinks(t *testing.T) {
 	putFile(t, filepath.Join(outside, "victim"), []byte("keep"), 0o644)
 	putFile(t, filepath.Join(outside, ".tmp-victim"), []byte("keep"), 0o644)
 	putFile(t, filepath.Join(outside, "0000000000000005"), []byte("keep"), 0o644)
-	before := snapshotDir(t, outside)
+	before := describeTree(t, outside, untouched)
 
 	for _, name := range []string{"LOCK", "index", "chunks", "staging", "staging/05", "chunks/ab"} {
 		t.Run(name, func(t *testing.T) {
@@ -428,7 +409,7 @@ func TestSecurityStoreSymlinks(t *testing.T) {
 			}
 			require.NoError(t, os.Remove(p))
 			require.NoError(t, os.Rename(p+".moved", p))
-			require.Equal(t, before, snapshotDir(t, outside), "the store's %s symlink let statefs change what it points at", name)
+			require.Equal(t, before, describeTree(t, outside, untouched), "the store's %s symlink let statefs change what it points at", name)
 		})
 	}
 
@@ -440,7 +421,7 @@ func TestSecurityStoreSymlinks(t *testing.T) {
 	_, err := os.ReadFile(m.Path("f"))
 	requireSysErr(t, err, syscall.EIO)
 	m.Unmount()
-	require.Equal(t, before, snapshotDir(t, outside))
+	require.Equal(t, before, describeTree(t, outside, untouched))
 }
 
 // On an --allow-other mount another user gets exactly what the modes say
@@ -583,8 +564,7 @@ func TestSecuritySetuidClearedOnWrite(t *testing.T) {
 func TestSecurityControlLimits(t *testing.T) {
 	m := mountFS(t)
 	chk := subtaskDir(holdAlloc, jobLive) + "/chk_1"
-	require.NoError(t, os.MkdirAll(m.Path(chk), 0o755))
-	putFile(t, m.Path(chk, "f"), []byte("x"), 0o644)
+	putFileWithDirs(t, m.Path(chk, "f"), []byte("x"))
 
 	big := `{"job":"` + jobLive + `","verdict":"gone","pad":"` + strings.Repeat("x", 1<<20) + `"}`
 	code, body := apiCall(t, m, "POST", "/job", []byte(big))

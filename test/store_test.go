@@ -10,28 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/statefs/statefs/internal/testenv"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
-
-// chunkBytes is the disk space the store's chunk files take.
-func chunkBytes(t testing.TB, m *Mount) int64 {
-	t.Helper()
-	var total int64
-	err := filepath.WalkDir(filepath.Join(m.Store, "chunks"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err == nil {
-			total += info.Size()
-		}
-		return err
-	})
-	require.NoError(t, err)
-	return total
-}
 
 // Two copies of the same 64 MiB SST cost the disk one copy; text-like
 // content is compressed.
@@ -66,15 +46,9 @@ func TestStoreCorruptChunkGivesEIO(t *testing.T) {
 	waitAllSealed(t, m)
 	m.Unmount() // no chunk or page stays cached
 
-	var chunk string
-	err := filepath.WalkDir(filepath.Join(m.Store, "chunks"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && chunk == "" {
-			chunk = p
-		}
-		return err
-	})
-	require.NoError(t, err)
-	require.NotEmpty(t, chunk)
+	chunks := chunkFiles(t, m.Store)
+	require.NotEmpty(t, chunks)
+	chunk := chunks[0]
 	b, err := os.ReadFile(chunk)
 	require.NoError(t, err)
 	b[len(b)/2] ^= 0x40
@@ -83,19 +57,14 @@ func TestStoreCorruptChunkGivesEIO(t *testing.T) {
 	m.Start()
 	_, err = os.ReadFile(m.Path("victim"))
 	require.True(t, errors.Is(err, syscall.EIO), "reading a file with a corrupt chunk: %v", err)
-	waitLog(t, m, "chunk="+filepath.Base(chunk)) // the log names the chunk
-	waitLog(t, m, "file=victim")                 // and the file
+	waitLogLine(t, m, 20*time.Second, "chunk="+filepath.Base(chunk)) // the log names the chunk
+	waitLogLine(t, m, 20*time.Second, "file=victim")                 // and the file
 }
 
 // A full disk gives the writer ENOSPC; what was written before stays, the
 // daemon keeps serving, and the store is usable again once space is freed.
 func TestStoreFullDisk(t *testing.T) {
-	testenv.RequireFUSE(t)
-	disk := t.TempDir()
-	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, "size=160m"); err != nil {
-		t.Fatalf("mounting a small tmpfs for the store: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(disk, unix.MNT_DETACH) })
+	disk := smallDisk(t, 160)
 	m := mountStore(t, filepath.Join(disk, "store"), "--seal-delay", "0")
 
 	keep := pseudoRandom(1<<20, 3)
@@ -113,7 +82,7 @@ func TestStoreFullDisk(t *testing.T) {
 		werr = f.Sync()
 	}
 	f.Close()
-	requireSysErr(t, werr, syscall.ENOSPC, syscall.EDQUOT)
+	requireNoSpace(t, werr, "writing the filler")
 
 	requireContent(t, m.Path("keep"), keep)
 	require.NoError(t, os.Remove(m.Path("filler")))
@@ -132,11 +101,4 @@ func TestStoreFullDisk(t *testing.T) {
 	requireContent(t, m.Path("fresh"), fresh)
 	_, err = os.Stat(m.Path("filler"))
 	require.True(t, errors.Is(err, fs.ErrNotExist))
-}
-
-func freeBytes(t testing.TB, path string) int64 {
-	t.Helper()
-	var st unix.Statfs_t
-	require.NoError(t, unix.Statfs(path, &st))
-	return int64(st.Bavail) * st.Bsize
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -67,10 +67,10 @@ func runRestore(c *cli.Context) error {
 	if req.Hold == "" || req.Dest == "" {
 		return fmt.Errorf("%w: HOLD and DEST must not be empty", errUsage)
 	}
-	rules := manifest.FlinkRules()
+	rules := owner.FlinkRules()
 	if path := c.String("rules"); path != "" {
 		var err error
-		if rules, err = manifest.LoadRules(path); err != nil {
+		if rules, err = owner.LoadRules(path); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/statefs/statefs/control"
-	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -24,12 +25,12 @@ func runJob(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return fmt.Errorf("%w: job takes gone|live and a JOB-ID (flags first: statefs job --store DIR gone ID)", errUsage)
 	}
-	said, err := gc.ParseVerdict(c.Args().Get(0))
-	if err != nil || said == gc.Unknown {
+	said, err := index.ParseVerdict(c.Args().Get(0))
+	if err != nil || said == index.VerdictUnknown {
 		return fmt.Errorf("%w: the verdict must be gone or live, not %q", errUsage, c.Args().Get(0))
 	}
 	req := control.VerdictRequest{Job: c.Args().Get(1), Verdict: said}
-	if !gc.ValidJobID(req.Job) {
+	if !owner.IsFlinkID(req.Job) {
 		return fmt.Errorf("%w: %q is not a Flink job id (32 lowercase hex characters)", errUsage, req.Job)
 	}
 	err = onStore(c,

@@ -25,8 +25,8 @@ import (
 
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/fs"
-	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/metrics"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -100,9 +100,9 @@ func runMount(c *cli.Context) error {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)
-	rules := manifest.FlinkRules()
+	rules := owner.FlinkRules()
 	if path := c.String("rules"); path != "" {
-		if rules, err = manifest.LoadRules(path); err != nil {
+		if rules, err = owner.LoadRules(path); err != nil {
 			return err
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -67,11 +67,11 @@ func (f *Fixture) Create(p string, mode uint32, staging uint64) uint64 {
 		f.T.Fatal(err)
 	}
 	parent := f.Lookup(path.Dir(p))
-	owner := manifest.FlinkRules().Owner(p)
+	o := owner.FlinkRules().Owner(p)
 	now := index.Now()
 	err = f.S.Index.Update(func(tx *index.Tx) (err error) {
 		n := &index.Inode{Ino: ino, Mode: mode, Atime: now, Mtime: now, Ctime: now, Btime: now}
-		if n.Owner, err = tx.OwnerID(owner); err != nil {
+		if n.Owner, err = tx.OwnerID(o); err != nil {
 			return err
 		}
 		if err := tx.Create(parent, path.Base(p), n); err != nil {
@@ -82,7 +82,7 @@ func (f *Fixture) Create(p string, mode uint32, staging uint64) uint64 {
 				return err
 			}
 		}
-		return tx.NoteWrite(owner, now)
+		return tx.NoteWrite(o, now)
 	})
 	if err != nil {
 		f.T.Fatalf("creating %s: %v", p, err)
@@ -144,7 +144,7 @@ func (f *Fixture) Write(p string, data []byte, off int64, seal bool) uint64 {
 			if old, err = tx.SetStaging(n, id); err != nil {
 				return err
 			}
-			return tx.NoteWrite(manifest.FlinkRules().Owner(p), index.Now())
+			return tx.NoteWrite(owner.FlinkRules().Owner(p), index.Now())
 		})
 		if err != nil {
 			f.T.Fatalf("rewriting %s: %v", p, err)

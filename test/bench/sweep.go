@@ -16,6 +16,7 @@ import (
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -129,7 +130,7 @@ func buildChunkStore(dir string, chunks, perFile int) error {
 // addSealedFile creates the file at p, and its directories, with content m,
 // as a seal would leave it.
 func addSealedFile(s *store.Store, p string, m *manifest.Manifest) error {
-	rules := manifest.FlinkRules()
+	rules := owner.FlinkRules()
 	return s.Index.Update(func(tx *index.Tx) error {
 		parent := uint64(index.RootIno)
 		dirs, name := path.Split(p)
@@ -163,7 +164,7 @@ func addSealedFile(s *store.Store, p string, m *manifest.Manifest) error {
 	})
 }
 
-func create(s *store.Store, tx *index.Tx, parent uint64, name, p string, mode uint32, rules *manifest.Rules) (uint64, error) {
+func create(s *store.Store, tx *index.Tx, parent uint64, name, p string, mode uint32, rules *owner.Rules) (uint64, error) {
 	ino, err := s.Index.NewIno()
 	if err != nil {
 		return 0, err

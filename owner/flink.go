@@ -1,56 +1,6 @@
-package manifest
+package owner
 
-import (
-	"strconv"
-	"strings"
-)
-
-// Level is how deep in the ownership hierarchy a path lies. Levels are
-// ordered: a path's level is never lower than its parent directory's.
-type Level uint8
-
-const (
-	LevelNone            Level = iota // unowned: never collected automatically
-	LevelExecutor                     // tm_<resource-id>
-	LevelJob                          // a job's tree, e.g. tmp/job_<id>_op_... (no allocation)
-	LevelAllocation                   // aid_<id>
-	LevelJobInAllocation              // aid_<a>/jid_<j>
-	LevelSubtask                      // vtx_<v>_sti_<n>
-	LevelCheckpoint                   // chk_<n>
-)
-
-// levelNames are the levels' names, which are also the level keywords of a
-// rules file.
-var levelNames = [...]string{
-	LevelNone:            "none",
-	LevelExecutor:        "executor",
-	LevelJob:             "job",
-	LevelAllocation:      "allocation",
-	LevelJobInAllocation: "job-in-allocation",
-	LevelSubtask:         "subtask",
-	LevelCheckpoint:      "checkpoint",
-}
-
-func (l Level) String() string {
-	if int(l) < len(levelNames) {
-		return levelNames[l]
-	}
-	return "Level(" + strconv.Itoa(int(l)) + ")"
-}
-
-// Owner is who a path's state belongs to; empty fields are unknown at that
-// depth. A path with no Job is never collected under a job's verdict
-// (DESIGN invariant 4). The strings are substrings of the path Owner was
-// asked about.
-type Owner struct {
-	Executor   string // resource id from tm_<resource-id>
-	Allocation string // from aid_<id>
-	Job        string // from jid_<id>, or the id inside tmp/job_<id>_op_<...>
-	Vertex     string // from vtx_<v>_sti_<n>
-	Subtask    string // the n of sti_<n>
-	Checkpoint string // from chk_<n>
-	Level      Level  // the deepest level the path reached
-}
+import "strings"
 
 // FlinkRules returns the built-in rule set for Flink's layout, as Flink names
 // things (LocalRecoveryDirectoryProviderImpl, the TaskManager working
@@ -140,7 +90,7 @@ func flinkOwner(path string) Owner {
 func flinkLocalState(o *Owner, path string) {
 	name, path, more := strings.Cut(path, "/")
 	aid, ok := strings.CutPrefix(name, "aid_")
-	if !ok || !isFlinkID(aid) {
+	if !ok || !IsFlinkID(aid) {
 		return
 	}
 	o.Allocation, o.Level = aid, LevelAllocation
@@ -149,7 +99,7 @@ func flinkLocalState(o *Owner, path string) {
 	}
 	name, path, more = strings.Cut(path, "/")
 	jid, ok := strings.CutPrefix(name, "jid_")
-	if !ok || !isFlinkID(jid) {
+	if !ok || !IsFlinkID(jid) {
 		return
 	}
 	o.Job, o.Level = jid, LevelJobInAllocation
@@ -181,7 +131,7 @@ func subtaskDir(name string) (vertex, subtask string, ok bool) {
 		return "", "", false
 	}
 	vertex, subtask = name[len(vtx):idEnd], name[idEnd+len(sti):]
-	return vertex, subtask, isFlinkID(vertex) && isDecimal(subtask, 10)
+	return vertex, subtask, IsFlinkID(vertex) && isDecimal(subtask, 10)
 }
 
 // rocksDBInstanceJob parses job_<job>_op_<operator>_uuid_<uuid>, where the
@@ -201,7 +151,7 @@ func rocksDBInstanceJob(name string) (job string, ok bool) {
 			return "", false
 		}
 	}
-	return job, isFlinkID(job) && isUUID(name[len(name)-uuidLen:])
+	return job, IsFlinkID(job) && isUUID(name[len(name)-uuidLen:])
 }
 
 const (
@@ -224,9 +174,12 @@ func isResourceID(s string) bool {
 	return true
 }
 
-// isFlinkID reports whether s is an AbstractID (JobID, AllocationID,
-// JobVertexID) as Flink prints it.
-func isFlinkID(s string) bool {
+// IsFlinkID reports whether s is an AbstractID (JobID, AllocationID,
+// JobVertexID) as Flink prints it: 32 lower-case hex digits. A path
+// component whose id is anything else owns nothing, and the collector's
+// oracles refuse any other job id, so no id can build a URL path or a file
+// name outside its directory ("../x", "a/b", "%2e%2e").
+func IsFlinkID(s string) bool {
 	return len(s) == flinkIDLen && isLowerHex(s)
 }
 

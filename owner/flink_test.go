@@ -1,11 +1,12 @@
-package manifest_test
+package owner_test
 
 import (
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/internal/flinkid"
+	"github.com/statefs/statefs/owner"
 )
 
 // Ids as Flink prints them.
@@ -30,16 +31,16 @@ const (
 )
 
 var (
-	execOwner  = manifest.Owner{Executor: rid, Level: manifest.LevelExecutor}
-	allocOwner = manifest.Owner{Executor: rid, Allocation: aid, Level: manifest.LevelAllocation}
-	jobOwner   = manifest.Owner{Executor: rid, Allocation: aid, Job: jid, Level: manifest.LevelJobInAllocation}
-	stiOwner   = manifest.Owner{Executor: rid, Allocation: aid, Job: jid, Vertex: vid, Subtask: "3", Level: manifest.LevelSubtask}
-	chkOwner   = manifest.Owner{Executor: rid, Allocation: aid, Job: jid, Vertex: vid, Subtask: "3", Checkpoint: "42", Level: manifest.LevelCheckpoint}
-	tmpOwner   = manifest.Owner{Executor: rid, Job: jid, Level: manifest.LevelJob}
-	unowned    = manifest.Owner{}
+	execOwner  = owner.Owner{Executor: rid, Level: owner.LevelExecutor}
+	allocOwner = owner.Owner{Executor: rid, Allocation: aid, Level: owner.LevelAllocation}
+	jobOwner   = owner.Owner{Executor: rid, Allocation: aid, Job: jid, Level: owner.LevelJobInAllocation}
+	stiOwner   = owner.Owner{Executor: rid, Allocation: aid, Job: jid, Vertex: vid, Subtask: "3", Level: owner.LevelSubtask}
+	chkOwner   = owner.Owner{Executor: rid, Allocation: aid, Job: jid, Vertex: vid, Subtask: "3", Checkpoint: "42", Level: owner.LevelCheckpoint}
+	tmpOwner   = owner.Owner{Executor: rid, Job: jid, Level: owner.LevelJob}
+	unowned    = owner.Owner{}
 )
 
-func with(o manifest.Owner, edit func(*manifest.Owner)) manifest.Owner {
+func with(o owner.Owner, edit func(*owner.Owner)) owner.Owner {
 	edit(&o)
 	return o
 }
@@ -51,7 +52,7 @@ var name255 = strings.Repeat("n", 255)
 var flinkCases = []struct {
 	name string
 	path string
-	want manifest.Owner
+	want owner.Owner
 }{
 	// The working directory.
 	{"mount root", "", unowned},
@@ -62,10 +63,10 @@ var flinkCases = []struct {
 	{"allocation", alloc, allocOwner},
 	{"job in allocation", job, jobOwner},
 	{"subtask", sti, stiOwner},
-	{"subtask 0", job + "/vtx_" + vid + "_sti_0", with(stiOwner, func(o *manifest.Owner) { o.Subtask = "0" })},
+	{"subtask 0", job + "/vtx_" + vid + "_sti_0", with(stiOwner, func(o *owner.Owner) { o.Subtask = "0" })},
 	{"checkpoint", chk, chkOwner},
-	{"checkpoint 0", sti + "/chk_0", with(chkOwner, func(o *manifest.Owner) { o.Checkpoint = "0" })},
-	{"checkpoint id max long", sti + "/chk_9223372036854775807", with(chkOwner, func(o *manifest.Owner) { o.Checkpoint = "9223372036854775807" })},
+	{"checkpoint 0", sti + "/chk_0", with(chkOwner, func(o *owner.Owner) { o.Checkpoint = "0" })},
+	{"checkpoint id max long", sti + "/chk_9223372036854775807", with(chkOwner, func(o *owner.Owner) { o.Checkpoint = "9223372036854775807" })},
 	{"task state snapshot", chk + "/_task_state_snapshot", chkOwner},
 	{"rocksdb checkpoint sst", chk + "/" + uuid + "/000012.sst", chkOwner},
 	{"rocksdb checkpoint manifest", chk + "/" + uuid + "/MANIFEST-000005", chkOwner},
@@ -111,10 +112,10 @@ var flinkCases = []struct {
 	// Resource ids.
 	{"resource id dot", "tm_./localState/aid_" + aid, unowned},
 	{"resource id dot dot", "tm_../localState/aid_" + aid, unowned},
-	{"resource id three dots", "tm_...", with(execOwner, func(o *manifest.Owner) { o.Executor = "..." })},
-	{"resource id dot file", "tm_.x", with(execOwner, func(o *manifest.Owner) { o.Executor = ".x" })},
-	{"resource id 252 bytes (255-byte name)", "tm_" + name255[:252], with(execOwner, func(o *manifest.Owner) { o.Executor = name255[:252] })},
-	{"resource id 255 bytes", lsroot[:11] + name255, with(execOwner, func(o *manifest.Owner) { o.Executor = name255 })},
+	{"resource id three dots", "tm_...", with(execOwner, func(o *owner.Owner) { o.Executor = "..." })},
+	{"resource id dot file", "tm_.x", with(execOwner, func(o *owner.Owner) { o.Executor = ".x" })},
+	{"resource id 252 bytes (255-byte name)", "tm_" + name255[:252], with(execOwner, func(o *owner.Owner) { o.Executor = name255[:252] })},
+	{"resource id 255 bytes", lsroot[:11] + name255, with(execOwner, func(o *owner.Owner) { o.Executor = name255 })},
 	{"resource id 256 bytes", "tm_" + name255 + "n", unowned},
 	{"resource id with colon (default host:port-hex)", "tm_10.0.0.7:6122-a1b2c3", unowned},
 	{"resource id with slash-free unicode", "tm_tm-ü", unowned},
@@ -165,7 +166,7 @@ var flinkCases = []struct {
 }
 
 func TestFlinkOwner(t *testing.T) {
-	rules := manifest.FlinkRules()
+	rules := owner.FlinkRules()
 	for _, tc := range flinkCases {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := rules.Owner(tc.path); got != tc.want {
@@ -178,7 +179,7 @@ func TestFlinkOwner(t *testing.T) {
 // TestFlinkOwnerAllocatesNothing: Owner runs on every create, mkdir and
 // rename the executor does.
 func TestFlinkOwnerAllocatesNothing(t *testing.T) {
-	rules := manifest.FlinkRules()
+	rules := owner.FlinkRules()
 	for _, path := range []string{chk + "/" + uuid + "/000012.sst", instance + "/db/LOCK", "elsewhere"} {
 		if n := testing.AllocsPerRun(100, func() { rules.Owner(path) }); n != 0 {
 			t.Errorf("Owner(%q) allocates %v times", path, n)
@@ -186,19 +187,15 @@ func TestFlinkOwnerAllocatesNothing(t *testing.T) {
 	}
 }
 
-func TestLevelString(t *testing.T) {
-	for l, want := range map[manifest.Level]string{
-		manifest.LevelNone:            "none",
-		manifest.LevelExecutor:        "executor",
-		manifest.LevelJob:             "job",
-		manifest.LevelAllocation:      "allocation",
-		manifest.LevelJobInAllocation: "job-in-allocation",
-		manifest.LevelSubtask:         "subtask",
-		manifest.LevelCheckpoint:      "checkpoint",
-		manifest.Level(42):            "Level(42)",
-	} {
-		if got := l.String(); got != want {
-			t.Errorf("Level(%d).String() = %q, want %q", uint8(l), got, want)
+func TestIsFlinkID(t *testing.T) {
+	for _, id := range []string{jid, aid, vid, "00000000000000000000000000000000", "ffffffffffffffffffffffffffffffff", "0123456789abcdef0123456789abcdef"} {
+		if !owner.IsFlinkID(id) {
+			t.Errorf("IsFlinkID(%q) = false, want true", id)
+		}
+	}
+	for _, id := range flinkid.InvalidJobIDs {
+		if owner.IsFlinkID(id) {
+			t.Errorf("IsFlinkID(%q) = true, want false", id)
 		}
 	}
 }
@@ -212,7 +209,7 @@ var (
 )
 
 // fieldsOf lists an owner's id fields by name.
-func fieldsOf(o manifest.Owner) map[string]string {
+func fieldsOf(o owner.Owner) map[string]string {
 	return map[string]string{
 		"executor": o.Executor, "allocation": o.Allocation, "job": o.Job,
 		"vertex": o.Vertex, "subtask": o.Subtask, "checkpoint": o.Checkpoint,
@@ -220,18 +217,18 @@ func fieldsOf(o manifest.Owner) map[string]string {
 }
 
 // flinkLevelFields are the fields a Flink owner has at each level, no more.
-var flinkLevelFields = map[manifest.Level][]string{
-	manifest.LevelNone:            nil,
-	manifest.LevelExecutor:        {"executor"},
-	manifest.LevelJob:             {"executor", "job"},
-	manifest.LevelAllocation:      {"executor", "allocation"},
-	manifest.LevelJobInAllocation: {"executor", "allocation", "job"},
-	manifest.LevelSubtask:         {"executor", "allocation", "job", "vertex", "subtask"},
-	manifest.LevelCheckpoint:      {"executor", "allocation", "job", "vertex", "subtask", "checkpoint"},
+var flinkLevelFields = map[owner.Level][]string{
+	owner.LevelNone:            nil,
+	owner.LevelExecutor:        {"executor"},
+	owner.LevelJob:             {"executor", "job"},
+	owner.LevelAllocation:      {"executor", "allocation"},
+	owner.LevelJobInAllocation: {"executor", "allocation", "job"},
+	owner.LevelSubtask:         {"executor", "allocation", "job", "vertex", "subtask"},
+	owner.LevelCheckpoint:      {"executor", "allocation", "job", "vertex", "subtask", "checkpoint"},
 }
 
 // checkFlinkOwner reports what is wrong with o as FlinkRules' owner of a path.
-func checkFlinkOwner(t *testing.T, path string, o manifest.Owner) {
+func checkFlinkOwner(t *testing.T, path string, o owner.Owner) {
 	t.Helper()
 	if o.Executor != "" && (!resourceIDSyntax.MatchString(o.Executor) || o.Executor == "." || o.Executor == "..") {
 		t.Errorf("Owner(%q): executor %q is no resource id", path, o.Executor)
@@ -274,11 +271,11 @@ func FuzzOwner(f *testing.F) {
 	for _, tc := range flinkCases {
 		f.Add(tc.path)
 	}
-	flinkFile, err := manifest.LoadRules("flink.rules")
+	flinkFile, err := owner.LoadRules("flink.rules")
 	if err != nil {
 		f.Fatal(err)
 	}
-	rules := manifest.FlinkRules()
+	rules := owner.FlinkRules()
 	f.Fuzz(func(t *testing.T, path string) {
 		o := rules.Owner(path)
 		checkFlinkOwner(t, path, o)
@@ -301,19 +298,19 @@ func FuzzOwner(f *testing.F) {
 }
 
 func BenchmarkOwner(b *testing.B) {
-	flinkFile, err := manifest.LoadRules("flink.rules")
+	flinkFile, err := owner.LoadRules("flink.rules")
 	if err != nil {
 		b.Fatal(err)
 	}
 	kafka := mustParse(b, kafkaStreamsRules)
 	for _, bc := range []struct {
 		name  string
-		rules *manifest.Rules
+		rules *owner.Rules
 		path  string
 	}{
-		{"flink/checkpoint-sst", manifest.FlinkRules(), chk + "/" + uuid + "/000012.sst"},
-		{"flink/rocksdb-instance", manifest.FlinkRules(), instance + "/db/000012.sst"},
-		{"flink/unowned", manifest.FlinkRules(), "lost+found/x"},
+		{"flink/checkpoint-sst", owner.FlinkRules(), chk + "/" + uuid + "/000012.sst"},
+		{"flink/rocksdb-instance", owner.FlinkRules(), instance + "/db/000012.sst"},
+		{"flink/unowned", owner.FlinkRules(), "lost+found/x"},
 		{"flink.rules/checkpoint-sst", flinkFile, chk + "/" + uuid + "/000012.sst"},
 		{"flink.rules/unowned", flinkFile, "lost+found/x"},
 		{"kafka-streams/store-sst", kafka, "wordcount/0_3/rocksdb/counts-store/000012.sst"},

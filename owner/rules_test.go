@@ -1,4 +1,4 @@
-package manifest_test
+package owner_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 )
 
 // kafkaStreamsRules describe Kafka Streams' state.dir, mounted as the root:
@@ -22,9 +22,9 @@ job       (?P<job>${appid})
 subtask   (?P<job>${appid})/(?P<vertex>0|[1-9][0-9]*)_(?P<subtask>0|[1-9][0-9]*)
 `
 
-func mustParse(tb testing.TB, rules string) *manifest.Rules {
+func mustParse(tb testing.TB, rules string) *owner.Rules {
 	tb.Helper()
-	r, err := manifest.ParseRules("test.rules", strings.NewReader(rules))
+	r, err := owner.ParseRules("test.rules", strings.NewReader(rules))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -33,13 +33,13 @@ func mustParse(tb testing.TB, rules string) *manifest.Rules {
 
 func TestKafkaStreamsRules(t *testing.T) {
 	rules := mustParse(t, kafkaStreamsRules)
-	app := manifest.Owner{Job: "wordcount", Level: manifest.LevelJob}
-	task := manifest.Owner{Job: "wordcount", Vertex: "0", Subtask: "3", Level: manifest.LevelSubtask}
+	app := owner.Owner{Job: "wordcount", Level: owner.LevelJob}
+	task := owner.Owner{Job: "wordcount", Vertex: "0", Subtask: "3", Level: owner.LevelSubtask}
 	for _, tc := range []struct {
 		path string
-		want manifest.Owner
+		want owner.Owner
 	}{
-		{"", manifest.Owner{}},
+		{"", owner.Owner{}},
 		{"wordcount", app},
 		{"wordcount/kafka-streams-process-metadata", app},
 		{"wordcount/0_3", task},
@@ -48,7 +48,7 @@ func TestKafkaStreamsRules(t *testing.T) {
 		{"wordcount/0_3x/rocksdb", app},
 		{"wordcount/03_3", app},
 		{"wordcount/_3", app},
-		{"word count/0_3", manifest.Owner{}},
+		{"word count/0_3", owner.Owner{}},
 	} {
 		if got := rules.Owner(tc.path); got != tc.want {
 			t.Errorf("Owner(%q)\n got %+v\nwant %+v", tc.path, got, tc.want)
@@ -62,55 +62,55 @@ func TestKafkaStreamsRules(t *testing.T) {
 func TestRulesMerge(t *testing.T) {
 	for _, tc := range []struct {
 		name, rules, path string
-		want              manifest.Owner
+		want              owner.Owner
 	}{
 		{
 			"ids from several levels",
 			"executor host-(?P<executor>[a-z0-9]+)\ncheckpoint host-[a-z0-9]+/(?P<job>[a-z]+)/ckpt-(?P<checkpoint>[0-9]+)",
 			"host-a1/app/ckpt-7/x",
-			manifest.Owner{Executor: "a1", Job: "app", Checkpoint: "7", Level: manifest.LevelCheckpoint},
+			owner.Owner{Executor: "a1", Job: "app", Checkpoint: "7", Level: owner.LevelCheckpoint},
 		},
 		{
 			"deeper rule's id wins",
 			"job (?P<job>[a-z]+)\nsubtask [a-z]+/(?P<job>[a-z]+)-(?P<subtask>[0-9]+)",
 			"outer/inner-1",
-			manifest.Owner{Job: "inner", Subtask: "1", Level: manifest.LevelSubtask},
+			owner.Owner{Job: "inner", Subtask: "1", Level: owner.LevelSubtask},
 		},
 		{
 			"earlier line wins at equal level",
 			"job (?P<job>a)[a-z]*\njob (?P<job>[a-z]+)",
 			"abc",
-			manifest.Owner{Job: "a", Level: manifest.LevelJob},
+			owner.Owner{Job: "a", Level: owner.LevelJob},
 		},
 		{
 			"empty level capture does not match",
 			"job (?P<job>[a-z]*)x",
 			"x/y",
-			manifest.Owner{},
+			owner.Owner{},
 		},
 		{
 			"optional capture may stay empty",
 			"subtask (?P<job>[a-z]+)/(?:v(?P<vertex>[0-9]+)-)?(?P<subtask>[0-9]+)",
 			"app/7",
-			manifest.Owner{Job: "app", Subtask: "7", Level: manifest.LevelSubtask},
+			owner.Owner{Job: "app", Subtask: "7", Level: owner.LevelSubtask},
 		},
 		{
 			"whole components only",
 			"job (?P<job>[a-z]+)",
 			"app1/x",
-			manifest.Owner{},
+			owner.Owner{},
 		},
 		{
 			"pattern may start with ^ and span components",
 			"job-in-allocation ^pool/(?P<allocation>[0-9]+)/(?P<job>[a-z]+)",
 			"pool/12/app/state",
-			manifest.Owner{Allocation: "12", Job: "app", Level: manifest.LevelJobInAllocation},
+			owner.Owner{Allocation: "12", Job: "app", Level: owner.LevelJobInAllocation},
 		},
 		{
 			"unnamed groups are fine",
 			"allocation (slot|alloc)-(?P<allocation>[0-9]+)",
 			"alloc-3",
-			manifest.Owner{Allocation: "3", Level: manifest.LevelAllocation},
+			owner.Owner{Allocation: "3", Level: owner.LevelAllocation},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,7 +124,7 @@ func TestRulesMerge(t *testing.T) {
 // TestFlinkRulesFile holds flink.rules to the built-in Flink layout on every
 // Flink case (FuzzOwner does the same on whatever the fuzzer finds).
 func TestFlinkRulesFile(t *testing.T) {
-	byFile, err := manifest.LoadRules("flink.rules")
+	byFile, err := owner.LoadRules("flink.rules")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestParseRulesErrors(t *testing.T) {
 		{"line too long", "job (?P<job>x)\n\njob " + strings.Repeat("x", 70<<10), "test.rules:3: bufio.Scanner: token too long"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := manifest.ParseRules("test.rules", strings.NewReader(tc.rules))
+			r, err := owner.ParseRules("test.rules", strings.NewReader(tc.rules))
 			if err == nil {
 				t.Fatalf("ParseRules accepted it: %+v", r)
 			}
@@ -193,11 +193,11 @@ func TestLoadRules(t *testing.T) {
 	if err := os.WriteFile(good, []byte(kafkaStreamsRules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r, err := manifest.LoadRules(good)
+	r, err := owner.LoadRules(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Owner("app/1_2/rocksdb"); got.Level != manifest.LevelSubtask || got.Job != "app" {
+	if got := r.Owner("app/1_2/rocksdb"); got.Level != owner.LevelSubtask || got.Job != "app" {
 		t.Errorf("Owner = %+v", got)
 	}
 
@@ -205,11 +205,11 @@ func TestLoadRules(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("job (?P<job>x)\nexecutor (?P<host>x)\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := manifest.LoadRules(bad); err == nil || !strings.HasPrefix(err.Error(), bad+":2: unknown capture") {
+	if _, err := owner.LoadRules(bad); err == nil || !strings.HasPrefix(err.Error(), bad+":2: unknown capture") {
 		t.Errorf("LoadRules(bad) = %v, want %s:2: unknown capture ...", err, bad)
 	}
 
-	if _, err := manifest.LoadRules(filepath.Join(dir, "missing.rules")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := owner.LoadRules(filepath.Join(dir, "missing.rules")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("LoadRules(missing) = %v, want fs.ErrNotExist", err)
 	}
 }
