@@ -90,7 +90,7 @@ func BenchmarkPutExisting(b *testing.B) {
 
 // BenchmarkGet reads, decompresses and verifies a whole 1 MiB chunk and
 // every part of its file into a reused buffer: what fsck --verify, scrub
-// and materialize pay per chunk.
+// and unseal pay per chunk.
 func BenchmarkGet(b *testing.B) {
 	for _, in := range benchInputs {
 		b.Run(in.name, func(b *testing.B) {

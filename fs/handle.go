@@ -186,18 +186,17 @@ func (f *FS) openStaging(st *file, rec *index.Inode, trunc bool) error {
 // size, into a new staging file and makes that the content in the index;
 // the file stays open in st.staging if keepOpen. Called with st.mu held.
 func (f *FS) unseal(st *file, rec *index.Inode, size uint64, keepOpen bool) error {
-	id, sf, err := f.store.Materialize(rec, size)
+	id, sf, err := f.store.Unseal(rec, size)
 	if err != nil {
 		return err
 	}
 	crashpoint.Hit(crashpoint.UnsealBeforeCommit)
-	var old uint64
 	err = f.store.Index.Update(func(tx *index.Tx) error {
 		n, err := tx.Inode(rec.Ino)
 		if err != nil {
 			return err
 		}
-		old, err = tx.SetStaging(n, id)
+		_, err = tx.SetStaging(n, id)
 		return err
 	})
 	if err != nil {
@@ -205,7 +204,6 @@ func (f *FS) unseal(st *file, rec *index.Inode, size uint64, keepOpen bool) erro
 		f.store.RemoveStaging(id)
 		return err
 	}
-	f.store.RemoveStaging(old)
 	st.sealed = nil
 	st.stagingNamed.Store(false)
 	st.gen++
@@ -443,9 +441,10 @@ func (f *FS) reap(rec *index.Inode, kernelKnows bool) bool {
 	if st.opens > 0 || kernelKnows && f.knownNode(rec.Ino) != nil {
 		return false
 	}
-	var staging uint64
-	err := f.store.Index.Update(func(tx *index.Tx) (err error) {
-		staging, err = tx.Reap(rec.Ino)
+	err := f.store.Index.Update(func(tx *index.Tx) error {
+		// Before the staging file goes.
+		tx.OnCommit(func() { crashpoint.Hit(crashpoint.ReapCommitted) })
+		_, err := tx.Reap(rec.Ino)
 		return err
 	})
 	if err != nil {
@@ -453,8 +452,6 @@ func (f *FS) reap(rec *index.Inode, kernelKnows bool) bool {
 		return false
 	}
 	st.gen++
-	crashpoint.Hit(crashpoint.ReapCommitted)
-	f.store.RemoveStaging(staging)
 	return true
 }
 

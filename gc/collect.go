@@ -392,18 +392,14 @@ func (c *Collector) remover() Remover {
 type offline struct{ s *store.Store }
 
 func (o offline) Remove(dir uint64, name string) (bool, error) {
-	var staging uint64
 	err := o.s.Index.Update(func(tx *index.Tx) error {
 		left, err := tx.Remove(dir, name)
 		if err != nil || left == nil || left.Nlink > 0 {
 			return err
 		}
-		staging, err = tx.Reap(left.Ino)
+		_, err = tx.Reap(left.Ino)
 		return err
 	})
-	if err == nil {
-		o.s.RemoveStaging(staging)
-	}
 	return false, err
 }
 

@@ -23,8 +23,8 @@ func (tx *Tx) Manifest(ino uint64) (*manifest.Manifest, error) {
 
 // SetStaging makes staging file id the content of inode n (a regular
 // file), dropping its manifest's chunk references. It returns the staging
-// id the inode had before, if any, whose file the caller removes after the
-// commit.
+// id the inode had before, if any, whose file goes once the transaction
+// commits (DB.OnStagingDropped).
 func (tx *Tx) SetStaging(n *Inode, id uint64) (old uint64, err error) {
 	if err := tx.dropManifest(n.Ino); err != nil {
 		return 0, err
@@ -34,6 +34,7 @@ func (tx *Tx) SetStaging(n *Inode, id uint64) (old uint64, err error) {
 		if err := tx.del(inoKey(prefixStaging, old)); err != nil {
 			return 0, err
 		}
+		tx.droppedStaging(old)
 	}
 	n.Staging = id
 	v := make([]byte, 8)
@@ -58,6 +59,7 @@ func (tx *Tx) Seal(ino, id uint64, m *manifest.Manifest, mtime int64) error {
 	if err := tx.del(inoKey(prefixStaging, id)); err != nil {
 		return err
 	}
+	tx.droppedStaging(id)
 	for _, h := range m.Chunks() {
 		if err := tx.addRef(h, 1); err != nil {
 			return err
@@ -154,8 +156,8 @@ func (tx *Tx) Orphans() ([]uint64, error) {
 }
 
 // Reap deletes inode ino with its content references, extended attributes
-// and orphan mark. It returns the staging id whose file the caller removes
-// after the commit (0 if none).
+// and orphan mark. It returns the staging id it dropped (0 if none), whose
+// file goes once the transaction commits (DB.OnStagingDropped).
 func (tx *Tx) Reap(ino uint64) (staging uint64, err error) {
 	n, err := tx.Inode(ino)
 	if err == ErrNotFound {
@@ -168,6 +170,7 @@ func (tx *Tx) Reap(ino uint64) (staging uint64, err error) {
 		if err := tx.del(inoKey(prefixStaging, n.Staging)); err != nil {
 			return 0, err
 		}
+		tx.droppedStaging(n.Staging)
 	}
 	if err := tx.dropManifest(ino); err != nil {
 		return 0, err

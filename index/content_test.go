@@ -156,7 +156,8 @@ func TestStagingAndSeal(t *testing.T) {
 	if m := readManifest(t, db, f); len(m.Extents) != 0 {
 		t.Errorf("manifest after SetStaging = %+v, want none", m)
 	}
-	// A second staging file replaces the first, which the caller removes.
+	// A second staging file replaces the first, whose file goes after the
+	// commit (DB.OnStagingDropped).
 	if _, old := stage(t, db, f); old != idF2 {
 		t.Errorf("SetStaging over staging returned old id %d, want %d", old, idF2)
 	}

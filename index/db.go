@@ -66,6 +66,9 @@ type DB struct {
 	readOnly bool
 	// scratch is the copy a read-only DB replays a killed daemon's log in.
 	scratch string
+	// stagingDropped removes a staging file whose reference a commit
+	// dropped (OnStagingDropped).
+	stagingDropped func(id uint64)
 	// writeMu makes Update the single writer. Callers may hold a file's mu
 	// in fs, the store's sweeping lock or control's collector lock; inside
 	// a transaction fs takes only FS.notedMu and go-fuse's node locks (to
@@ -143,10 +146,10 @@ func Open(dir string) (*DB, error) {
 // OpenReadOnly opens the index in dir for reading and changes none of its
 // files: Update fails with ErrReadOnly, and badger flushes, compacts and
 // truncates nothing. An index whose daemon was killed still has a log that
-// badger must replay, and replaying writes: it is copied to a scratch
-// directory under os.TempDir() and replayed there, so the reader sees every
-// commit the log holds; Close removes the copy. A version 1 index is read
-// as it is.
+// badger must replay, and replaying writes: when badger cannot open the
+// index read-only, it is copied to a scratch directory under os.TempDir()
+// and opened there, so the reader sees every commit the log holds; Close
+// removes the copy. A version 1 index is read as it is.
 func OpenReadOnly(dir string) (*DB, error) {
 	opts, err := options(dir)
 	if err != nil {
@@ -154,8 +157,10 @@ func OpenReadOnly(dir string) (*DB, error) {
 	}
 	db := &DB{readOnly: true}
 	db.bdb, err = openBadger(opts.WithReadOnly(true))
-	// badger wraps this error without %w.
-	if err != nil && strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error()) {
+	if err != nil {
+		// A log to replay (badger.ErrTruncateNeeded, wrapped without %w),
+		// or a memtable file a kill left unsized, which badger would size:
+		// whatever badger would have to write, it writes in a copy.
 		if db.scratch, err = copyDir(dir); err != nil {
 			return nil, fmt.Errorf("copying index %s to replay its log: %w", dir, err)
 		}
@@ -336,28 +341,47 @@ func (db *DB) View(fn func(*Tx) error) error {
 	return db.bdb.View(func(txn *badger.Txn) error { return fn(&Tx{txn: txn, db: db}) })
 }
 
+// OnStagingDropped makes fn run, with the staging id, after every commit
+// that dropped an inode's reference to a staging file (Tx.SetStaging,
+// Tx.Seal, Tx.Reap): the store removes the file there. Set it before the
+// first Update.
+func (db *DB) OnStagingDropped(fn func(id uint64)) { db.stagingDropped = fn }
+
 // Update runs fn in a read-write transaction and commits it if fn returns
-// nil. Updates run one at a time. On an index opened read-only it fails
-// with ErrReadOnly and runs nothing.
+// nil, then runs the functions the transaction registered with OnCommit.
+// Updates run one at a time. On an index opened read-only it fails with
+// ErrReadOnly and runs nothing.
 func (db *DB) Update(fn func(*Tx) error) error {
 	if db.readOnly {
 		return ErrReadOnly
 	}
+	tx, err := db.commit(fn)
+	if err != nil {
+		return err
+	}
+	for _, f := range tx.onCommit {
+		f()
+	}
+	return nil
+}
+
+func (db *DB) commit(fn func(*Tx) error) (*Tx, error) {
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
 	txn := db.bdb.NewTransaction(true)
 	defer txn.Discard()
-	if err := fn(&Tx{txn: txn, db: db}); err != nil {
+	tx := &Tx{txn: txn, db: db}
+	if err := fn(tx); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
-			return fmt.Errorf("%w: %w", ErrTooLarge, err)
+			return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
 		}
-		return err
+		return nil, err
 	}
 	if err := txn.Commit(); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			err = fmt.Errorf("%w: %w", ErrTooLarge, err)
 		}
-		return fmt.Errorf("committing index transaction: %w", err)
+		return nil, fmt.Errorf("committing index transaction: %w", err)
 	}
 	db.commits.Add(1)
 	if db.Strict != nil {
@@ -366,7 +390,7 @@ func (db *DB) Update(fn func(*Tx) error) error {
 			db.Strict(problems, err)
 		}
 	}
-	return nil
+	return tx, nil
 }
 
 // RunValueLogGC reclaims the space that deleted or replaced values left in

@@ -210,3 +210,56 @@ func TestMemTableKnob(t *testing.T) {
 		}
 	}
 }
+
+// OnCommit functions run after the commit, in the order registered, and
+// never for a transaction that fails; a dropped staging reference reaches
+// OnStagingDropped the same way.
+func TestOnCommit(t *testing.T) {
+	db := openDB(t)
+	var got []string
+	db.OnStagingDropped(func(id uint64) { got = append(got, fmt.Sprint("dropped ", id)) })
+	f := create(t, db, index.RootIno, "f", fileMode)
+	update(t, db, func(tx *index.Tx) error {
+		n, err := tx.Inode(f)
+		if err != nil {
+			return err
+		}
+		_, err = tx.SetStaging(n, 7)
+		return err
+	})
+	if len(got) != 0 {
+		t.Fatalf("a first staging file dropped %v", got)
+	}
+	failed := errors.New("no")
+	err := db.Update(func(tx *index.Tx) error {
+		tx.OnCommit(func() { got = append(got, "failed transaction") })
+		n, err := tx.Inode(f)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.SetStaging(n, 8); err != nil {
+			return err
+		}
+		return failed
+	})
+	if !errors.Is(err, failed) || len(got) != 0 {
+		t.Fatalf("a failed transaction: %v, ran %v", err, got)
+	}
+	update(t, db, func(tx *index.Tx) error {
+		tx.OnCommit(func() {
+			var n int
+			db.View(func(tx *index.Tx) error { n, _ = tx.CountStaging(); return nil })
+			got = append(got, fmt.Sprint("first, ", n, " staging"))
+		})
+		n, err := tx.Inode(f)
+		if err != nil {
+			return err
+		}
+		_, err = tx.SetStaging(n, 9)
+		tx.OnCommit(func() { got = append(got, "last") })
+		return err
+	})
+	if want := []string{"first, 1 staging", "dropped 7", "last"}; !slices.Equal(got, want) {
+		t.Errorf("ran %q, want %q", got, want)
+	}
+}

@@ -9,8 +9,25 @@ import (
 
 // Tx is one index transaction; see DB.View and DB.Update.
 type Tx struct {
-	txn *badger.Txn
-	db  *DB
+	txn      *badger.Txn
+	db       *DB
+	onCommit []func()
+}
+
+// OnCommit makes fn run once the transaction has committed, after the
+// functions registered before it, outside the index's write lock; never if
+// the transaction does not commit. It is where work that must follow a
+// commit goes (removing a file the index no longer refers to), so that no
+// caller has to remember it.
+func (tx *Tx) OnCommit(fn func()) { tx.onCommit = append(tx.onCommit, fn) }
+
+// droppedStaging notes that the transaction drops the reference to staging
+// file id: the DB's OnStagingDropped function removes the file once the
+// transaction commits.
+func (tx *Tx) droppedStaging(id uint64) {
+	if id != 0 && tx.db.stagingDropped != nil {
+		tx.OnCommit(func() { tx.db.stagingDropped(id) })
+	}
 }
 
 func inoKey(prefix byte, ino uint64) []byte {

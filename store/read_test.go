@@ -71,11 +71,11 @@ func TestReadCorruptChunk(t *testing.T) {
 			if n, err := s.ReadAt(ino, m, dst, int64(good.Off)); err != nil || !bytes.Equal(dst[:n], tc.content[:good.Len]) {
 				t.Errorf("ReadAt of an undamaged extent = %d, %v", n, err)
 			}
-			if _, _, err := s.Materialize(getInode(t, s, ino), m.Size); !errors.Is(err, tc.want) {
-				t.Errorf("Materialize = %v, want %v", err, tc.want)
+			if _, _, err := s.Unseal(getInode(t, s, ino), m.Size); !errors.Is(err, tc.want) {
+				t.Errorf("Unseal = %v, want %v", err, tc.want)
 			}
 			if files := stagingFiles(t, s); len(files) != 0 {
-				t.Errorf("failed Materialize left staging files %q", files)
+				t.Errorf("failed Unseal left staging files %q", files)
 			}
 		})
 	}

@@ -160,18 +160,14 @@ func dataRegions(f *os.File, st *unix.Stat_t) ([][2]int64, error) {
 }
 
 // CommitSeal makes the manifest of x the inode's content in one index
-// transaction and removes the staging file. index.ErrStale if the inode
-// no longer refers to the staging file that was sealed.
+// transaction; the staging file goes after the commit. index.ErrStale if
+// the inode no longer refers to the staging file that was sealed.
 func (s *Store) CommitSeal(x *Sealed) error {
 	defer x.Drop()
 	crashpoint.Hit(crashpoint.SealBeforeCommit)
-	err := s.Index.Update(func(tx *index.Tx) error {
+	return s.Index.Update(func(tx *index.Tx) error {
+		// Before the staging file goes.
+		tx.OnCommit(func() { crashpoint.Hit(crashpoint.SealCommitted) })
 		return tx.Seal(x.Ino, x.Staging, x.Manifest, x.Mtime)
 	})
-	if err != nil {
-		return err
-	}
-	crashpoint.Hit(crashpoint.SealCommitted)
-	s.RemoveStaging(x.Staging)
-	return nil
 }

@@ -322,7 +322,9 @@ func TestCommitSealStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.RemoveStaging(oldID)
+	if _, err := os.Stat(s.StagingPath(oldID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the staging file the rewrite replaced is still there after the commit: %v", err)
+	}
 
 	if err := s.CommitSeal(x); !errors.Is(err, index.ErrStale) {
 		t.Fatalf("CommitSeal after a rewrite = %v, want ErrStale", err)

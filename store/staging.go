@@ -170,11 +170,11 @@ func (s *Store) RemoveStaging(id uint64) {
 	}
 }
 
-// Materialize copies the sealed content of inode n into a new staging file
+// Unseal copies the sealed content of inode n into a new staging file
 // of the given size (the content is cut or zero-extended to it), so that it
 // can be written again, and returns the file's id and the open file. The
 // caller makes the inode refer to it (index.Tx.SetStaging).
-func (s *Store) Materialize(n *index.Inode, size uint64) (uint64, *os.File, error) {
+func (s *Store) Unseal(n *index.Inode, size uint64) (uint64, *os.File, error) {
 	var m *manifest.Manifest
 	err := s.Index.View(func(tx *index.Tx) (err error) {
 		m, err = tx.Manifest(n.Ino)
@@ -190,7 +190,7 @@ func (s *Store) Materialize(n *index.Inode, size uint64) (uint64, *os.File, erro
 	fail := func(err error) (uint64, *os.File, error) {
 		f.Close()
 		os.Remove(f.Name())
-		return 0, nil, fmt.Errorf("materializing inode %d: %w", n.Ino, err)
+		return 0, nil, fmt.Errorf("unsealing inode %d: %w", n.Ino, err)
 	}
 	if err := f.Truncate(int64(size)); err != nil {
 		return fail(err)

@@ -1,7 +1,7 @@
 // Package store is the one directory on the persistent volume that holds
 // everything statefs keeps: the index, the chunks and the staging files. It
 // opens and locks that directory, recovers it after a crash, and moves
-// content between staging files and chunks (Seal, Materialize, ReadAt).
+// content between staging files and chunks (Seal, Unseal, ReadAt).
 // It knows inodes but not paths or the kernel.
 //
 // Locks: a sweep holds Store.sweeping from start to end and takes the chunk
@@ -120,6 +120,8 @@ func (s *Store) open() error {
 	if s.Index, err = index.Open(filepath.Join(s.Dir, "index")); err != nil {
 		return err
 	}
+	// A staging file goes once the index no longer refers to it.
+	s.Index.OnStagingDropped(s.RemoveStaging)
 	if s.Chunks, err = cas.Open(filepath.Join(s.Dir, "chunks")); err != nil {
 		return err
 	}
@@ -248,29 +250,22 @@ func (s *Store) Statfs() (syscall.Statfs_t, error) {
 // recover reaps inodes orphaned by a crash, removes staging files no inode
 // refers to, and lists the inodes whose staging content waits for sealing.
 func (s *Store) recover() ([]uint64, error) {
-	var staleStaging []uint64
 	err := s.Index.Update(func(tx *index.Tx) error {
 		orphans, err := tx.Orphans()
 		if err != nil {
 			return err
 		}
+		// Before the reaped orphans' staging files go.
+		tx.OnCommit(func() { crashpoint.Hit(crashpoint.RecoverReaped) })
 		for _, ino := range orphans {
-			id, err := tx.Reap(ino)
-			if err != nil {
+			if _, err := tx.Reap(ino); err != nil {
 				return err
-			}
-			if id != 0 {
-				staleStaging = append(staleStaging, id)
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	crashpoint.Hit(crashpoint.RecoverReaped)
-	for _, id := range staleStaging {
-		s.RemoveStaging(id)
 	}
 	var pending []uint64
 	err = s.Index.View(func(tx *index.Tx) error {

@@ -57,12 +57,13 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 	sub := subtaskDir(holdAlloc, jobLive)
 	writeCheckpoint(t, m, sub, 1, 1)
 	tree := flinkTree(t, m, jobGone, 2)
-	var sst string
+	var sst string // in the live database: the checkpoint's allocation goes below
 	for p := range tree {
-		if strings.HasSuffix(p, ".sst") {
+		if strings.Contains(p, "/tmp/") && strings.HasSuffix(p, ".sst") {
 			sst = p
 		}
 	}
+	require.NotEmpty(t, sst)
 	require.NoError(t, os.RemoveAll(m.Path("tm_tm-1/localState/aid_"+holdAlloc)))
 	waitHolds(t, m, 1)
 

@@ -23,7 +23,7 @@ func csiCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "endpoint", Value: "unix:///csi/csi.sock", Usage: "the CSI `ENDPOINT` to listen on (unix:///PATH)"},
 			&cli.StringFlag{Name: "node-id", Usage: "this node's `NAME`, as Kubernetes knows it", Required: true},
-			&cli.StringFlag{Name: "store", Usage: "the store `DIR` the daemon serves (the plugin keeps its records in DIR/csi)", Required: true},
+			storeFlag(),
 			&cli.StringFlag{Name: "mount", Usage: "the `DIR` the daemon mounts the store on", Required: true},
 			&cli.DurationFlag{Name: "rebind-interval", Value: 10 * time.Second, Usage: "how often to look for stale targets to bind again"},
 		},
@@ -32,32 +32,56 @@ func csiCommand() *cli.Command {
 	}
 }
 
+// csiOptions are csi's flags.
+type csiOptions struct {
+	Endpoint       string
+	NodeID         string
+	Store          string // absolute
+	Mount          string // absolute
+	RebindInterval time.Duration
+}
+
+func newCSIOptions(c *cli.Context) (csiOptions, error) {
+	o := csiOptions{
+		Endpoint:       c.String("endpoint"),
+		NodeID:         c.String("node-id"),
+		Store:          c.String("store"),
+		Mount:          c.String("mount"),
+		RebindInterval: c.Duration("rebind-interval"),
+	}
+	if _, err := csi.SocketPath(o.Endpoint); err != nil {
+		return o, fmt.Errorf("%w: --endpoint: %w", errUsage, err)
+	}
+	if o.NodeID == "" {
+		return o, fmt.Errorf("%w: --node-id must not be empty", errUsage)
+	}
+	if o.RebindInterval <= 0 {
+		return o, fmt.Errorf("%w: --rebind-interval must be positive", errUsage)
+	}
+	for _, dir := range []struct{ flag, path string }{{"store", o.Store}, {"mount", o.Mount}} {
+		if !filepath.IsAbs(dir.path) {
+			return o, fmt.Errorf("%w: --%s %q must be an absolute path", errUsage, dir.flag, dir.path)
+		}
+	}
+	return o, nil
+}
+
 func runCSI(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return fmt.Errorf("%w: csi takes no arguments", errUsage)
 	}
-	if _, err := csi.SocketPath(c.String("endpoint")); err != nil {
-		return fmt.Errorf("%w: --endpoint: %w", errUsage, err)
-	}
-	if c.String("node-id") == "" {
-		return fmt.Errorf("%w: --node-id must not be empty", errUsage)
-	}
-	if c.Duration("rebind-interval") <= 0 {
-		return fmt.Errorf("%w: --rebind-interval must be positive", errUsage)
-	}
-	for _, name := range []string{"store", "mount"} {
-		if !filepath.IsAbs(c.String(name)) {
-			return fmt.Errorf("%w: --%s %q must be an absolute path", errUsage, name, c.String(name))
-		}
+	opts, err := newCSIOptions(c)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	p := &csi.Plugin{
-		NodeID:   c.String("node-id"),
+		NodeID:   opts.NodeID,
 		Version:  version,
-		Mount:    filepath.Clean(c.String("mount")),
-		StateDir: filepath.Join(c.String("store"), "csi"),
-		Rebind:   c.Duration("rebind-interval"),
+		Mount:    filepath.Clean(opts.Mount),
+		StateDir: filepath.Join(opts.Store, "csi"),
+		Rebind:   opts.RebindInterval,
 	}
-	return p.Serve(ctx, c.String("endpoint"))
+	return p.Serve(ctx, opts.Endpoint)
 }

@@ -22,24 +22,25 @@ func duCommand() *cli.Command {
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.StringFlag{Name: "by", Value: string(control.ByJob), Usage: "group by `job`, executor or allocation"},
-			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			jsonFlag(),
 		},
+		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return fmt.Errorf("%w: du takes no arguments", errUsage)
 			}
-			by, err := control.ParseGrouping(c.String("by"))
-			if err != nil {
-				return fmt.Errorf("%w: %w", errUsage, err)
-			}
-			var du *control.DiskUsage
-			err = readStore(c,
-				func(s *store.Store) (err error) { du, err = control.DU(s, by); return err },
-				func(d *control.Client) (err error) { du, err = d.DU(c.Context, by); return err })
+			opts, err := newDUOptions(c)
 			if err != nil {
 				return err
 			}
-			if c.Bool("json") {
+			var du *control.DiskUsage
+			err = readStore(c,
+				func(s *store.Store) (err error) { du, err = control.DU(s, opts.By); return err },
+				func(d *control.Client) (err error) { du, err = d.DU(c.Context, opts.By); return err })
+			if err != nil {
+				return err
+			}
+			if opts.JSON {
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
 				return enc.Encode(du)
@@ -62,4 +63,18 @@ func duCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// duOptions are du's flags; the store is --store (readStore).
+type duOptions struct {
+	By   control.Grouping
+	JSON bool
+}
+
+func newDUOptions(c *cli.Context) (duOptions, error) {
+	by, err := control.ParseGrouping(c.String("by"))
+	if err != nil {
+		return duOptions{}, fmt.Errorf("%w: --by: %w", errUsage, err)
+	}
+	return duOptions{By: by, JSON: c.Bool("json")}, nil
 }

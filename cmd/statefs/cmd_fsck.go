@@ -25,22 +25,26 @@ func fsckCommand() *cli.Command {
 			"and in each damaged file turns the lost ranges into holes: the file keeps its names,\n" +
 			"size and mode and reads as zeros there, as e2fsck leaves a file whose blocks it\n" +
 			"cleared. It lists every file and range it changed, removes the damaged chunk files,\n" +
-			"and then checks the store again. It repairs nothing else.",
+			"and then checks the store again. It repairs nothing else.\n\n" +
+			"--json prints the problems as a JSON array; with --repair, an object with repaired,\n" +
+			"removed_chunks and problems.",
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "verify", Usage: "read every chunk a file uses and check its hash"},
 			&cli.BoolFlag{Name: "repair", Usage: "make the lost ranges of damaged files holes, listing them (implies --verify)"},
-			&cli.BoolFlag{Name: "json", Usage: "print the problems as JSON (with --repair: an object with repaired and problems)"},
+			jsonFlag(),
 		},
+		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return fmt.Errorf("%w: fsck takes no arguments", errUsage)
 			}
+			opts := newFsckOptions(c)
 			open := store.OpenReadOnly
-			if c.Bool("repair") {
+			if opts.Repair {
 				open = store.OpenForRepair
 			}
-			s, err := open(c.String("store"))
+			s, err := open(opts.Store)
 			if errors.Is(err, store.ErrInUse) {
 				return fmt.Errorf("%w; unmount it first: fsck checks only a store no daemon serves", err)
 			}
@@ -49,14 +53,14 @@ func fsckCommand() *cli.Command {
 			}
 			defer s.Close()
 			var repaired *store.Repaired
-			if c.Bool("repair") {
+			if opts.Repair {
 				r, err := s.Repair()
 				if err != nil {
 					return fmt.Errorf("repairing: %w", err)
 				}
 				repaired = &r
 			}
-			problems, err := s.Check(c.Bool("verify") || c.Bool("repair"))
+			problems, err := s.Check(opts.Verify)
 			if err != nil {
 				return err
 			}
@@ -74,7 +78,7 @@ func fsckCommand() *cli.Command {
 					errs++
 				}
 			}
-			if c.Bool("json") {
+			if opts.JSON {
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
 				var v any = append([]index.Problem{}, problems...)
@@ -102,6 +106,23 @@ func fsckCommand() *cli.Command {
 			}
 			return nil
 		},
+	}
+}
+
+// fsckOptions are fsck's flags.
+type fsckOptions struct {
+	Store  string
+	Verify bool // --verify, or --repair, which implies it
+	Repair bool
+	JSON   bool
+}
+
+func newFsckOptions(c *cli.Context) fsckOptions {
+	return fsckOptions{
+		Store:  c.String("store"),
+		Verify: c.Bool("verify") || c.Bool("repair"),
+		Repair: c.Bool("repair"),
+		JSON:   c.Bool("json"),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -20,38 +21,71 @@ func gcCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "gc",
 		Usage: "remove the state of jobs confirmed gone, then chunks nothing refers to",
-		Flags: []cli.Flag{
-			storeFlag(),
-			&cli.StringSliceFlag{Name: "flink-url", Usage: "a Flink REST `URL` to ask about jobs (repeat for several clusters)"},
-			&cli.StringFlag{Name: "job-result-store", Usage: "Flink HA's job-result-store `DIR`, if reachable here"},
-			&cli.BoolFlag{Name: "not-found-is-gone", Usage: "let a 404 from every Flink URL count as gone (after the grace period)"},
-			&cli.DurationFlag{Name: "grace", Value: 10 * time.Minute, Usage: "how long gone must hold before state is removed"},
+		Flags: slices.Concat([]cli.Flag{storeFlag()}, collectorFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Usage: "print what would be removed and why, remove nothing"},
-			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
-		},
-		Action: runGC,
+			jsonFlag(),
+		}),
+		OnUsageError: usageError,
+		Action:       runGC,
 	}
+}
+
+// collectorFlags configure the collector, with the same names, meanings
+// and defaults on `statefs gc` (one run) and `statefs mount` (a run every
+// --gc-interval). --gc-grace was --grace on gc; that spelling still works.
+func collectorFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "gc-grace", Aliases: []string{"grace"}, Value: 10 * time.Minute, Usage: "how long gone must hold before the collector removes state"},
+		&cli.StringSliceFlag{Name: "flink-url", Usage: "a Flink REST `URL` the collector asks about jobs (repeat for several clusters)"},
+		&cli.StringFlag{Name: "job-result-store", Usage: "Flink HA's job-result-store `DIR`, if reachable here"},
+		&cli.BoolFlag{Name: "not-found-is-gone", Usage: "let a 404 from every Flink URL count as gone (after the grace period)"},
+	}
+}
+
+// collectorRequest reads collectorFlags into the request for a collector
+// run; the caller sets DryRun.
+func collectorRequest(c *cli.Context) (control.GCRequest, error) {
+	grace, err := nonNegative(c, "gc-grace")
+	if err != nil {
+		return control.GCRequest{}, err
+	}
+	return control.GCRequest{
+		Grace:          grace,
+		FlinkURLs:      c.StringSlice("flink-url"),
+		JobResultStore: c.String("job-result-store"),
+		NotFoundIsGone: c.Bool("not-found-is-gone"),
+	}, nil
+}
+
+// gcOptions are gc's flags; the store is --store (onStore).
+type gcOptions struct {
+	Request control.GCRequest
+	JSON    bool
+}
+
+func newGCOptions(c *cli.Context) (gcOptions, error) {
+	req, err := collectorRequest(c)
+	if err != nil {
+		return gcOptions{}, err
+	}
+	req.DryRun = c.Bool("dry-run")
+	return gcOptions{Request: req, JSON: c.Bool("json")}, nil
 }
 
 func runGC(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return fmt.Errorf("%w: gc takes no arguments", errUsage)
 	}
-	req := control.GCRequest{
-		DryRun:         c.Bool("dry-run"),
-		Grace:          c.Duration("grace"),
-		FlinkURLs:      c.StringSlice("flink-url"),
-		JobResultStore: c.String("job-result-store"),
-		NotFoundIsGone: c.Bool("not-found-is-gone"),
+	opts, err := newGCOptions(c)
+	if err != nil {
+		return err
 	}
-	if req.Grace < 0 {
-		return fmt.Errorf("%w: --grace must not be negative", errUsage)
-	}
+	req := opts.Request
 	var report gc.Report
-	err := onStore(c,
+	err = onStore(c,
 		func(s *store.Store) (err error) {
 			col := &gc.Collector{Store: s, Oracles: req.Oracles(), Grace: req.Grace}
-			if bar := progress(c, "removing"); bar != nil {
+			if bar := progress(c, opts.JSON, "removing"); bar != nil {
 				col.Removed = func() { bar.Add(1) }
 				defer bar.Finish()
 			}
@@ -62,13 +96,13 @@ func runGC(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
+	if opts.JSON {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)
 	}
 	verb := "removed"
-	if c.Bool("dry-run") {
+	if req.DryRun {
 		verb = "would remove"
 	}
 	for _, v := range report.Verdicts {
@@ -93,9 +127,9 @@ func runGC(c *cli.Context) error {
 
 // progress is a bar counting what a command does, shown only when its
 // output is a terminal and not JSON.
-func progress(c *cli.Context, what string) *progressbar.ProgressBar {
+func progress(c *cli.Context, json bool, what string) *progressbar.ProgressBar {
 	f, ok := c.App.ErrWriter.(*os.File)
-	if c.Bool("json") || !ok || !term.IsTerminal(int(f.Fd())) {
+	if json || !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}
 	return progressbar.NewOptions(-1, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),

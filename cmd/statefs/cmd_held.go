@@ -12,15 +12,15 @@ import (
 
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
 func heldCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "held",
-		Usage: "list the trees the executor removed that statefs holds (mount --hold-deletes)",
-		Flags: []cli.Flag{storeFlag(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+		Name:         "held",
+		Usage:        "list the trees the executor removed that statefs holds (mount --hold-deletes)",
+		Flags:        []cli.Flag{storeFlag(), jsonFlag()},
+		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return fmt.Errorf("%w: held takes no arguments", errUsage)
@@ -53,9 +53,11 @@ func restoreCommand() *cli.Command {
 		Usage: "put a held tree back into the executor's tree at DEST (only metadata moves)",
 		ArgsUsage: "HOLD DEST\n\n   HOLD is a hold id (statefs held) or its path, MOUNT/.statefs/held/<id>.\n" +
 			"   DEST must not exist and its parent must: a path relative to the mount root, or, while mounted, an absolute path in the mount.",
-		Flags: []cli.Flag{storeFlag(),
-			&cli.StringFlag{Name: "rules", Usage: "the rules `FILE` the mount uses (default: Flink's layout); only read when the store is not mounted"}},
-		Action: runRestore,
+		Description: "Without a daemon serving the store, restore finds owners by --rules, which must be the\n" +
+			"rules the mount uses; a daemon uses its own.",
+		Flags:        []cli.Flag{storeFlag(), rulesFlag()},
+		OnUsageError: usageError,
+		Action:       runRestore,
 	}
 }
 
@@ -67,14 +69,11 @@ func runRestore(c *cli.Context) error {
 	if req.Hold == "" || req.Dest == "" {
 		return fmt.Errorf("%w: HOLD and DEST must not be empty", errUsage)
 	}
-	rules := owner.FlinkRules()
-	if path := c.String("rules"); path != "" {
-		var err error
-		if rules, err = owner.LoadRules(path); err != nil {
-			return err
-		}
+	rules, err := rulesOf(c)
+	if err != nil {
+		return err
 	}
-	err := onStore(c,
+	err = onStore(c,
 		func(s *store.Store) error { return control.Restore(s, rules, req) },
 		func(d *control.Client) error { return d.Restore(c.Context, req) })
 	if err != nil {

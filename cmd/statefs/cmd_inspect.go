@@ -16,10 +16,11 @@ import (
 
 func inspectCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "inspect",
-		Usage:     "show a file or directory of the store: inode, owner, chunks and how they are shared",
-		ArgsUsage: "PATH (relative to the mount root; . is the root)",
-		Flags:     []cli.Flag{storeFlag(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+		Name:         "inspect",
+		Usage:        "show a file or directory of the store: inode, owner, chunks and how they are shared",
+		ArgsUsage:    "PATH (relative to the mount root; . is the root)",
+		Flags:        []cli.Flag{storeFlag(), jsonFlag()},
+		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return fmt.Errorf("%w: inspect takes one PATH, relative to the mount root (flags first: statefs inspect --store DIR PATH)", errUsage)

@@ -13,11 +13,12 @@ import (
 
 func jobCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "job",
-		Usage:     "give the operator's verdict about a job: gone (its state may be collected) or live",
-		ArgsUsage: "gone|live JOB-ID",
-		Flags:     []cli.Flag{storeFlag()},
-		Action:    runJob,
+		Name:         "job",
+		Usage:        "give the operator's verdict about a job: gone (its state may be collected) or live",
+		ArgsUsage:    "gone|live JOB-ID",
+		Flags:        []cli.Flag{storeFlag()},
+		OnUsageError: usageError,
+		Action:       runJob,
 	}
 }
 

@@ -15,9 +15,10 @@ import (
 
 func jobsCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "jobs",
-		Usage: "list the jobs whose state the store holds, with their verdicts",
-		Flags: []cli.Flag{storeFlag(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+		Name:         "jobs",
+		Usage:        "list the jobs whose state the store holds, with their verdicts",
+		Flags:        []cli.Flag{storeFlag(), jsonFlag()},
+		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return fmt.Errorf("%w: jobs takes no arguments", errUsage)

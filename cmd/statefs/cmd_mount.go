@@ -12,11 +12,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/moby/sys/mountinfo"
@@ -26,17 +26,17 @@ import (
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/fs"
 	"github.com/statefs/statefs/metrics"
-	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
 func mountCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "mount",
-		Usage:     "serve the store at MOUNTPOINT in the foreground until SIGTERM, SIGINT or umount",
-		ArgsUsage: "MOUNTPOINT",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "store", Usage: "the store `DIR` on the persistent disk (created if missing)", Required: true},
+		Name:        "mount",
+		Usage:       "serve the store at MOUNTPOINT in the foreground until SIGTERM, SIGINT or umount",
+		Description: "The --store belongs on the persistent disk; mount creates it if it is missing (its parent must exist).",
+		ArgsUsage:   "MOUNTPOINT",
+		Flags: slices.Concat([]cli.Flag{
+			storeFlag(),
 			&cli.BoolFlag{Name: "allow-other", Usage: "let users other than the mounting one use the mount"},
 			&cli.DurationFlag{Name: "seal-delay", Value: 2 * time.Second, Usage: "how long a closed file waits before it is sealed into chunks"},
 			&cli.BoolFlag{Name: "passthrough", Value: true, Usage: "let the kernel read and write open files directly (FUSE passthrough)"},
@@ -47,45 +47,86 @@ func mountCommand() *cli.Command {
 			&cli.StringFlag{Name: "read-ahead", Value: "4MiB", Usage: "how far the kernel reads ahead of a sequential reader (`SIZE`; 0: the kernel's default)"},
 			&cli.StringFlag{Name: "read-cache", Value: "32MiB", Usage: "memory kept for reads of sealed content: the verification trees of the chunks read last (about 4 KiB per MiB of content) and the 16 KiB groups small reads needed (`SIZE`)"},
 			&cli.StringFlag{Name: "memory-limit", Value: "200MiB", Usage: "the heap `SIZE` the Go runtime collects garbage to stay under (a soft limit; 0: none; GOMEMLIMIT wins)"},
-			&cli.StringFlag{Name: "rules", Usage: "a rules `FILE` saying who owns which paths (default: Flink's layout)"},
+			rulesFlag(),
 			&cli.DurationFlag{Name: "gc-interval", Usage: "run the collector this often (0: never; statefs gc runs it on demand)"},
-			&cli.DurationFlag{Name: "gc-grace", Value: 10 * time.Minute, Usage: "how long gone must hold before the periodic collector removes state"},
-			&cli.StringSliceFlag{Name: "flink-url", Usage: "a Flink REST `URL` the periodic collector asks (repeat for several clusters)"},
-			&cli.StringFlag{Name: "job-result-store", Usage: "Flink HA's job-result-store `DIR`, for the periodic collector"},
-			&cli.BoolFlag{Name: "not-found-is-gone", Usage: "let a 404 from every Flink URL count as gone (after the grace period)"},
+		}, collectorFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "hold-deletes", Usage: "keep the allocation, job and subtask trees the executor removes while their job is not gone (see .statefs/held, statefs restore)"},
 			&cli.DurationFlag{Name: "hold-ttl", Value: 24 * time.Hour, Usage: "how long a removed tree stays held at most (0: until its job is collected)"},
 			&cli.Float64Flag{Name: "hold-min-free", Value: 10, Usage: "held trees go, oldest first, while the store's disk has less than this `PERCENT` free"},
 			&cli.DurationFlag{Name: "hold-window", Value: 5 * time.Second, Usage: "how long removals must have stopped before the daemon decides what is held"},
-		},
+		}),
 		OnUsageError: usageError,
 		Action:       runMount,
 	}
+}
+
+// mountOptions are mount's flags, read and checked before anything is
+// touched.
+type mountOptions struct {
+	Store       string
+	FS          fs.Options // all but Sealed, which the metrics set
+	AllowOther  bool
+	Debug       bool
+	ReadAhead   int64 // 0: the kernel's default
+	ReadCache   int64
+	MemoryLimit int64         // 0: none
+	Pprof       string        // "": no profiler
+	MetricsAddr string        // "": no metrics
+	GCInterval  time.Duration // 0: no periodic collector
+	GC          control.GCRequest
+}
+
+func newMountOptions(c *cli.Context) (o mountOptions, err error) {
+	o = mountOptions{
+		Store:       c.String("store"),
+		AllowOther:  c.Bool("allow-other"),
+		Debug:       c.Bool("debug"),
+		Pprof:       c.String("pprof"),
+		MetricsAddr: c.String("metrics-addr"),
+	}
+	o.FS.Passthrough = c.Bool("passthrough")
+	o.FS.Sealers = c.Int("sealers")
+	o.FS.Hold.Enabled = c.Bool("hold-deletes")
+	if o.FS.SealDelay, err = nonNegative(c, "seal-delay"); err != nil {
+		return o, err
+	}
+	if o.GCInterval, err = nonNegative(c, "gc-interval"); err != nil {
+		return o, err
+	}
+	if o.FS.Hold.TTL, err = nonNegative(c, "hold-ttl"); err != nil {
+		return o, err
+	}
+	if o.FS.Hold.Window, err = nonNegative(c, "hold-window"); err != nil {
+		return o, err
+	}
+	if o.GC, err = collectorRequest(c); err != nil {
+		return o, err
+	}
+	p := c.Float64("hold-min-free")
+	if p < 0 || p > 100 {
+		return o, fmt.Errorf("%w: --hold-min-free is a percentage between 0 and 100, not %v", errUsage, p)
+	}
+	o.FS.Hold.MinFree = p / 100
+	if o.MemoryLimit, err = sizeOf(c, "memory-limit", "200MiB"); err != nil {
+		return o, err
+	}
+	if o.ReadAhead, err = sizeOf(c, "read-ahead", "4MiB"); err != nil {
+		return o, err
+	}
+	if o.ReadCache, err = sizeOf(c, "read-cache", "32MiB"); err != nil {
+		return o, err
+	}
+	o.FS.Rules, err = rulesOf(c)
+	return o, err
 }
 
 func runMount(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return fmt.Errorf("%w: mount takes exactly one MOUNTPOINT, got %d arguments", errUsage, c.NArg())
 	}
-	for _, name := range []string{"seal-delay", "gc-interval", "gc-grace", "hold-ttl", "hold-window"} {
-		if c.Duration(name) < 0 {
-			return fmt.Errorf("%w: --%s must not be negative", errUsage, name)
-		}
-	}
-	if p := c.Float64("hold-min-free"); p < 0 || p > 100 {
-		return fmt.Errorf("%w: --hold-min-free is a percentage between 0 and 100, not %v", errUsage, p)
-	}
-	limit, err := humanize.ParseBytes(c.String("memory-limit"))
+	opts, err := newMountOptions(c)
 	if err != nil {
-		return fmt.Errorf("%w: --memory-limit %q is not a size such as 200MiB", errUsage, c.String("memory-limit"))
-	}
-	readAhead, err := humanize.ParseBytes(c.String("read-ahead"))
-	if err != nil {
-		return fmt.Errorf("%w: --read-ahead %q is not a size such as 4MiB", errUsage, c.String("read-ahead"))
-	}
-	readCache, err := humanize.ParseBytes(c.String("read-cache"))
-	if err != nil {
-		return fmt.Errorf("%w: --read-cache %q is not a size such as 32MiB", errUsage, c.String("read-cache"))
+		return err
 	}
 	mnt, err := filepath.Abs(c.Args().First())
 	if err != nil {
@@ -100,63 +141,47 @@ func runMount(c *cli.Context) error {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)
-	rules := owner.FlinkRules()
-	if path := c.String("rules"); path != "" {
-		if rules, err = owner.LoadRules(path); err != nil {
-			return err
-		}
-	}
 	// Without a limit the heap grows to twice what is live before a
 	// collection, and badger's flushes and compactions make what is live
 	// jump: 340-380 MiB peak RSS creating 30,000 files, 220 MiB with a limit
 	// of 200 MiB, in the same time.
-	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(limit))
+	if opts.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(opts.MemoryLimit)
 	}
-	if addr := c.String("pprof"); addr != "" {
-		ln, err := net.Listen("tcp", addr)
+	if opts.Pprof != "" {
+		ln, err := net.Listen("tcp", opts.Pprof)
 		if err != nil {
 			return fmt.Errorf("--pprof: %w", err)
 		}
 		go http.Serve(ln, nil) // net/http/pprof registers on the default mux
 	}
 	var metricsLn net.Listener // taken now, so a bad address changes nothing
-	if addr := c.String("metrics-addr"); addr != "" {
-		if metricsLn, err = net.Listen("tcp", addr); err != nil {
+	if opts.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", opts.MetricsAddr); err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		defer metricsLn.Close()
 	}
-	s, pending, err := store.Open(c.String("store"))
+	s, pending, err := store.Open(opts.Store)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	s.Chunks.SetReadCache(int64(readCache))
+	s.Chunks.SetReadCache(opts.ReadCache)
 	var m *metrics.Metrics // nil records nothing
 	if metricsLn != nil {
 		m = metrics.New(s)
 	}
-	fsys, root := fs.New(s, fs.Options{
-		SealDelay:   c.Duration("seal-delay"),
-		Passthrough: c.Bool("passthrough"),
-		Sealers:     c.Int("sealers"),
-		Rules:       rules,
-		Hold: fs.HoldOptions{
-			Enabled: c.Bool("hold-deletes"),
-			Window:  c.Duration("hold-window"),
-			TTL:     c.Duration("hold-ttl"),
-			MinFree: c.Float64("hold-min-free") / 100,
-		},
-		Sealed: m.Sealed,
-	}, pending)
-	server, served, err := mountFS(mnt, root, fs.MountOptions(c.Bool("allow-other"), c.Bool("debug")), m)
+	fsOpts := opts.FS
+	fsOpts.Sealed = m.Sealed
+	fsys, root := fs.New(s, fsOpts, pending)
+	server, served, err := mountFS(mnt, root, fs.MountOptions(opts.AllowOther, opts.Debug), m)
 	if err != nil {
 		fsys.Shutdown()
 		return fmt.Errorf("mounting %s: %w", mnt, err)
 	}
-	if readAhead > 0 {
-		if err := fs.SetReadAhead(mnt, readAhead); err != nil {
+	if opts.ReadAhead > 0 {
+		if err := fs.SetReadAhead(mnt, uint64(opts.ReadAhead)); err != nil {
 			slog.Warn("could not set the mount's read-ahead; the kernel's default stays", "err", err)
 		}
 	}
@@ -173,15 +198,10 @@ func runMount(c *cli.Context) error {
 		go srv.Serve(metricsLn)
 		defer srv.Close()
 	}
-	if every := c.Duration("gc-interval"); every > 0 {
+	if opts.GCInterval > 0 {
 		ctx, stop := context.WithCancel(c.Context)
 		defer stop()
-		go ctl.CollectEvery(ctx, every, control.GCRequest{
-			Grace:          c.Duration("gc-grace"),
-			FlinkURLs:      c.StringSlice("flink-url"),
-			JobResultStore: c.String("job-result-store"),
-			NotFoundIsGone: c.Bool("not-found-is-gone"),
-		})
+		go ctl.CollectEvery(ctx, opts.GCInterval, opts.GC)
 	}
 	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(pending))
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/dustin/go-humanize"
 	"github.com/urfave/cli/v2"
@@ -25,38 +24,50 @@ func scrubCommand() *cli.Command {
 			"left for the next scrub); --max-rate keeps it from taking the disk from the jobs.",
 		Flags: []cli.Flag{
 			storeFlag(),
-			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+			jsonFlag(),
 			&cli.StringFlag{Name: "max-rate", Value: "0", Usage: "read at most `SIZE` of chunks a second, e.g. 100MiB (0: as fast as the disk gives them)"},
 		},
-		Action: runScrub,
+		OnUsageError: usageError,
+		Action:       runScrub,
 	}
+}
+
+// scrubOptions are scrub's flags.
+type scrubOptions struct {
+	Store   string
+	MaxRate int64 // bytes a second; 0: no limit
+	JSON    bool
+}
+
+func newScrubOptions(c *cli.Context) (scrubOptions, error) {
+	rate, err := sizeOf(c, "max-rate", "100MiB")
+	return scrubOptions{Store: c.String("store"), MaxRate: rate, JSON: c.Bool("json")}, err
 }
 
 func runScrub(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return fmt.Errorf("%w: scrub takes no arguments", errUsage)
 	}
-	dir := c.String("store")
-	maxRate, err := humanize.ParseBytes(c.String("max-rate"))
-	if err != nil || maxRate > math.MaxInt64 {
-		return fmt.Errorf("%w: --max-rate %q is not a size such as 100MiB", errUsage, c.String("max-rate"))
+	opts, err := newScrubOptions(c)
+	if err != nil {
+		return err
 	}
-	opts := store.ScrubOptions{Rate: int64(maxRate)}
-	bar := progress(c, "scrubbing")
+	scrubbing := store.ScrubOptions{Rate: opts.MaxRate}
+	bar := progress(c, opts.JSON, "scrubbing")
 	if bar != nil {
-		opts.Progress = func(done, total int) {
+		scrubbing.Progress = func(done, total int) {
 			bar.ChangeMax(total)
 			bar.Set(done)
 		}
 	}
-	r, err := scrub(c, dir, opts)
+	r, err := scrub(c, opts.Store, scrubbing)
 	if bar != nil {
 		bar.Finish()
 	}
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
+	if opts.JSON {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(scrubJSON(r)); err != nil {
@@ -82,7 +93,7 @@ func runScrub(c *cli.Context) error {
 	}
 	if len(r.Damaged) > 0 {
 		return fmt.Errorf("store %s has %d damaged chunks used by %d files; 'statefs fsck --repair' makes their lost ranges holes",
-			dir, len(r.Damaged), len(r.Files))
+			opts.Store, len(r.Damaged), len(r.Files))
 	}
 	return nil
 }

@@ -15,7 +15,16 @@ import (
 var version = "dev"
 
 func main() {
-	app := &cli.App{
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "statefs:", oneLine(err))
+		os.Exit(1)
+	}
+}
+
+// newApp is the command line, built afresh on each call (urfave/cli keeps
+// what it parsed in the flags); the tests run it in-process.
+func newApp() *cli.App {
+	return &cli.App{
 		Name:    "statefs",
 		Usage:   "a persistent, deduplicating local-state filesystem for stream processors",
 		Version: version,
@@ -41,10 +50,6 @@ func main() {
 		ErrWriter:    os.Stderr,
 		// Errors are printed once, by main, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "statefs:", oneLine(err))
-		os.Exit(1)
 	}
 }
 

@@ -135,13 +135,12 @@ func (f *Fixture) Write(p string, data []byte, off int64, seal bool) uint64 {
 	case err != nil:
 		f.T.Fatal(err)
 	default:
-		var old uint64
 		err = f.S.Index.Update(func(tx *index.Tx) error {
 			n, err := tx.Inode(ino)
 			if err != nil {
 				return err
 			}
-			if old, err = tx.SetStaging(n, id); err != nil {
+			if _, err = tx.SetStaging(n, id); err != nil {
 				return err
 			}
 			return tx.NoteWrite(owner.FlinkRules().Owner(p), index.Now())
@@ -149,7 +148,6 @@ func (f *Fixture) Write(p string, data []byte, off int64, seal bool) uint64 {
 		if err != nil {
 			f.T.Fatalf("rewriting %s: %v", p, err)
 		}
-		f.S.RemoveStaging(old)
 	}
 	if !seal {
 		return ino

@@ -8,10 +8,10 @@ import (
 	"github.com/statefs/statefs/index"
 )
 
-// Materialize copies a sealed file back into a staging file, cut or
+// Unseal copies a sealed file back into a staging file, cut or
 // zero-extended to the size asked for, as open(O_RDWR) or truncate(2) of a
 // sealed file needs.
-func TestMaterialize(t *testing.T) {
+func TestUnseal(t *testing.T) {
 	big := random(5<<20, 30)
 	files := []struct {
 		name    string
@@ -42,9 +42,9 @@ func TestMaterialize(t *testing.T) {
 		} {
 			t.Run(file.name+"/"+tc.name, func(t *testing.T) {
 				n := getInode(t, s, ino)
-				id, f, err := s.Materialize(n, tc.size)
+				id, f, err := s.Unseal(n, tc.size)
 				if err != nil {
-					t.Fatalf("Materialize: %v", err)
+					t.Fatalf("Unseal: %v", err)
 				}
 				defer s.RemoveStaging(id)
 				defer f.Close()
@@ -52,29 +52,29 @@ func TestMaterialize(t *testing.T) {
 				copy(want, file.content)
 				got := fileContent(t, f)
 				if !bytes.Equal(got, want) {
-					t.Errorf("materialized %d bytes, want %d (equal prefix: %v)", len(got), len(want), bytes.HasPrefix(want, got))
+					t.Errorf("unsealed %d bytes, want %d (equal prefix: %v)", len(got), len(want), bytes.HasPrefix(want, got))
 				}
 				if f.Name() != s.StagingPath(id) {
-					t.Errorf("Materialize opened %s for staging id %d (%s)", f.Name(), id, s.StagingPath(id))
+					t.Errorf("Unseal opened %s for staging id %d (%s)", f.Name(), id, s.StagingPath(id))
 				}
 				if _, err := f.WriteAt([]byte("w"), 0); err != nil {
-					t.Errorf("materialized file is not writable: %v", err)
+					t.Errorf("unsealed file is not writable: %v", err)
 				}
 			})
 		}
 	}
 }
 
-// A materialized file made the inode's content and sealed again reads as
+// A unsealed file made the inode's content and sealed again reads as
 // the same file: the round trip staging -> chunks -> staging -> chunks loses
 // nothing, and the chunk references follow the content.
-func TestMaterializeAndSealAgain(t *testing.T) {
+func TestUnsealAndSealAgain(t *testing.T) {
 	s := newStore(t)
 	content := random(3<<20, 31)
 	ino, _ := addContent(t, s, "f", content)
 	m1 := seal(t, s, ino)
 
-	id, f, err := s.Materialize(getInode(t, s, ino), uint64(len(content)))
+	id, f, err := s.Unseal(getInode(t, s, ino), uint64(len(content)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +109,6 @@ func TestMaterializeAndSealAgain(t *testing.T) {
 	m2 := seal(t, s, ino)
 	want := append(bytes.Clone(content), extra...)
 	if got := readAll(t, s, ino, m2); !bytes.Equal(got, want) {
-		t.Errorf("file after materialize, append and seal: %d bytes, want %d", len(got), len(want))
+		t.Errorf("file after unseal, append and seal: %d bytes, want %d", len(got), len(want))
 	}
 }

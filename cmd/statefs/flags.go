@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/urfave/cli/v2"
+
+	"github.com/statefs/statefs/owner"
+)
+
+// The flags several commands take, defined once so that a flag has one name
+// and one meaning everywhere (--store is storeFlag, the collector's are
+// collectorFlags), and the readers of flag values whose errors must name the
+// flag (DESIGN invariant 7: bad input gets one clear line).
+
+func jsonFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+}
+
+func rulesFlag() cli.Flag {
+	return &cli.StringFlag{Name: "rules", Usage: "a rules `FILE` saying who owns which paths (default: Flink's layout)"}
+}
+
+// rulesOf loads the --rules file, or gives Flink's layout without one.
+func rulesOf(c *cli.Context) (*owner.Rules, error) {
+	path := c.String("rules")
+	if path == "" {
+		return owner.FlinkRules(), nil
+	}
+	rules, err := owner.LoadRules(path)
+	if err != nil {
+		return nil, fmt.Errorf("--rules: %w", err)
+	}
+	return rules, nil
+}
+
+// sizeOf reads the size flag name, such as 32MiB; example is one the error
+// line offers.
+func sizeOf(c *cli.Context, name, example string) (int64, error) {
+	v, err := humanize.ParseBytes(c.String(name))
+	if err != nil || v > math.MaxInt64 {
+		return 0, fmt.Errorf("%w: --%s %q is not a size such as %s", errUsage, name, c.String(name), example)
+	}
+	return int64(v), nil
+}
+
+// nonNegative reads the duration flag name, which must not be negative.
+func nonNegative(c *cli.Context, name string) (time.Duration, error) {
+	d := c.Duration(name)
+	if d < 0 {
+		return 0, fmt.Errorf("%w: --%s must not be negative", errUsage, name)
+	}
+	return d, nil
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/statefs/statefs/control"
+	"github.com/statefs/statefs/fs"
+	"github.com/statefs/statefs/owner"
+)
+
+// White-box tests of the command line: each command's flags are read into
+// its options in one place, and those options are what these tests check,
+// with the app run in-process and each command's action replaced by its
+// options constructor.
+
+// optionsOf are the commands whose flags are read into an options struct.
+var optionsOf = map[string]func(*cli.Context) (any, error){
+	"mount": func(c *cli.Context) (any, error) { return newMountOptions(c) },
+	"gc":    func(c *cli.Context) (any, error) { return newGCOptions(c) },
+	"csi":   func(c *cli.Context) (any, error) { return newCSIOptions(c) },
+	"du":    func(c *cli.Context) (any, error) { return newDUOptions(c) },
+	"scrub": func(c *cli.Context) (any, error) { return newScrubOptions(c) },
+	"fsck":  func(c *cli.Context) (any, error) { return newFsckOptions(c), nil },
+}
+
+// required are arguments that make each command's line complete.
+var required = map[string][]string{
+	"mount": {"--store", "/var/lib/statefs/store"},
+	"gc":    {"--store", "/var/lib/statefs/store"},
+	"csi":   {"--node-id", "node-1", "--store", "/var/lib/statefs/store", "--mount", "/var/lib/statefs/mnt"},
+	"du":    {"--store", "/var/lib/statefs/store"},
+	"scrub": {"--store", "/var/lib/statefs/store"},
+	"fsck":  {"--store", "/var/lib/statefs/store"},
+}
+
+// parse runs `statefs command args...` in-process and returns the options
+// the command's flags were read into, or the error main would print. It
+// fails the test if the app printed anything itself (a help page).
+func parse(t *testing.T, command string, args ...string) (any, error) {
+	t.Helper()
+	app := newApp()
+	var printed bytes.Buffer
+	app.Writer, app.ErrWriter = &printed, &printed
+	var opts any
+	for _, cmd := range app.Commands {
+		if cmd.Name == command {
+			cmd.Action = func(c *cli.Context) (err error) {
+				opts, err = optionsOf[command](c)
+				return err
+			}
+		}
+	}
+	err := app.Run(append([]string{"statefs", command}, args...))
+	if printed.Len() > 0 {
+		t.Errorf("statefs %s %q printed, want nothing but the error main prints:\n%s", command, args, printed.String())
+	}
+	return opts, err
+}
+
+// complete is a command line of command with args: its required flags
+// first, and for mount a MOUNTPOINT last.
+func complete(command string, args ...string) []string {
+	line := append(slices.Clone(required[command]), args...)
+	if command == "mount" {
+		line = append(line, "/mnt")
+	}
+	return line
+}
+
+func mustParse(t *testing.T, command string, args ...string) any {
+	t.Helper()
+	opts, err := parse(t, command, complete(command, args...)...)
+	if err != nil {
+		t.Fatalf("statefs %s %q: %v", command, args, err)
+	}
+	return opts
+}
+
+func TestMountOptionsDefaults(t *testing.T) {
+	got := mustParse(t, "mount")
+	want := mountOptions{
+		Store: "/var/lib/statefs/store",
+		FS: fs.Options{
+			SealDelay:   2 * time.Second,
+			Passthrough: true,
+			Sealers:     1,
+			Rules:       owner.FlinkRules(),
+			Hold:        fs.HoldOptions{TTL: 24 * time.Hour, MinFree: 0.1, Window: 5 * time.Second},
+		},
+		ReadAhead:   4 << 20,
+		ReadCache:   32 << 20,
+		MemoryLimit: 200 << 20,
+		GC:          control.GCRequest{Grace: 10 * time.Minute},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("mount's defaults read as\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// Every spelling of a flag, its name or an alias, reads into the same
+// options, on every command that takes the flag.
+func TestFlagAliasesParseAlike(t *testing.T) {
+	aliased := 0
+	for _, cmd := range newApp().Commands {
+		if optionsOf[cmd.Name] == nil {
+			continue
+		}
+		for _, f := range cmd.Flags {
+			names := f.Names()
+			if len(names) == 1 {
+				continue
+			}
+			aliased++
+			var value string
+			switch f.(type) {
+			case *cli.DurationFlag:
+				value = "3m7s"
+			default:
+				t.Fatalf("statefs %s --%s: no sample value for a %T; add one", cmd.Name, names[0], f)
+			}
+			byName := mustParse(t, cmd.Name, "--"+names[0], value)
+			if reflect.DeepEqual(byName, mustParse(t, cmd.Name)) {
+				t.Errorf("statefs %s --%s %s reads as the default", cmd.Name, names[0], value)
+			}
+			for _, alias := range names[1:] {
+				if got := mustParse(t, cmd.Name, "--"+alias, value); !reflect.DeepEqual(got, byName) {
+					t.Errorf("statefs %s --%s %s reads as\n%+v\nwant it as --%s:\n%+v", cmd.Name, alias, value, got, names[0], byName)
+				}
+			}
+		}
+	}
+	if aliased == 0 {
+		t.Fatal("no flag has an alias; --grace should be one of --gc-grace")
+	}
+}
+
+// The collector's flags are the same flags on mount and gc: same names,
+// aliases, defaults and usage, and they ask for the same collector runs.
+func TestCollectorFlagsSameOnMountAndGC(t *testing.T) {
+	flagsOf := func(cmd *cli.Command) map[string]cli.Flag {
+		m := map[string]cli.Flag{}
+		for _, f := range cmd.Flags {
+			m[f.Names()[0]] = f
+		}
+		return m
+	}
+	mount, gc := flagsOf(mountCommand()), flagsOf(gcCommand())
+	for _, want := range collectorFlags() {
+		name := want.Names()[0]
+		if !reflect.DeepEqual(mount[name], want) {
+			t.Errorf("mount --%s is %+v, want the collector's %+v", name, mount[name], want)
+		}
+		if !reflect.DeepEqual(gc[name], want) {
+			t.Errorf("gc --%s is %+v, want the collector's %+v", name, gc[name], want)
+		}
+	}
+
+	for _, args := range [][]string{
+		nil,
+		{"--grace", "0s"},
+		{"--gc-grace", "1h", "--flink-url", "http://a:8081", "--flink-url", "http://b:8081", "--job-result-store", "/jrs", "--not-found-is-gone"},
+	} {
+		m := mustParse(t, "mount", args...).(mountOptions)
+		g := mustParse(t, "gc", args...).(gcOptions)
+		if !reflect.DeepEqual(m.GC, g.Request) {
+			t.Errorf("with %q mount's collector reads as %+v, gc's as %+v", args, m.GC, g.Request)
+		}
+	}
+}
+
+// A bad value of a flag the command checks is one line that names the
+// flag, and no help page (DESIGN invariant 7).
+func TestBadFlagValueIsOneLine(t *testing.T) {
+	badRules := filepath.Join(t.TempDir(), "bad.rules")
+	if err := os.WriteFile(badRules, []byte("not a rule\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		command string
+		args    []string
+		flag    string // the flag the error line must name
+	}{
+		{"mount", []string{"--seal-delay", "-1s"}, "--seal-delay"},
+		{"mount", []string{"--seal-delay", "soon"}, "-seal-delay"}, // Go's flag package names it with one dash
+		{"mount", []string{"--gc-interval", "-1s"}, "--gc-interval"},
+		{"mount", []string{"--gc-grace", "-1s"}, "--gc-grace"},
+		{"mount", []string{"--grace", "-1s"}, "--gc-grace"},
+		{"mount", []string{"--hold-ttl", "-1s"}, "--hold-ttl"},
+		{"mount", []string{"--hold-window", "-1s"}, "--hold-window"},
+		{"mount", []string{"--hold-min-free", "101"}, "--hold-min-free"},
+		{"mount", []string{"--hold-min-free", "-1"}, "--hold-min-free"},
+		{"mount", []string{"--hold-min-free", "lots"}, "-hold-min-free"},
+		{"mount", []string{"--memory-limit", "lots"}, "--memory-limit"},
+		{"mount", []string{"--memory-limit", "20EiB"}, "--memory-limit"},
+		{"mount", []string{"--read-ahead", "lots"}, "--read-ahead"},
+		{"mount", []string{"--read-cache", "lots"}, "--read-cache"},
+		{"mount", []string{"--rules", filepath.Join(t.TempDir(), "missing.rules")}, "--rules"},
+		{"mount", []string{"--rules", badRules}, "--rules"},
+		{"gc", []string{"--gc-grace", "-1s"}, "--gc-grace"},
+		{"gc", []string{"--grace", "-1s"}, "--gc-grace"},
+		{"gc", []string{"--grace", "soon"}, "-grace"},
+		{"gc", []string{"--grace", "1m", "--gc-grace", "2m"}, "gc-grace"},
+		{"scrub", []string{"--max-rate", "lots"}, "--max-rate"},
+		{"du", []string{"--by", "size"}, "--by"},
+		{"csi", []string{"--endpoint", "tcp://localhost:1"}, "--endpoint"},
+		{"csi", []string{"--node-id", ""}, "--node-id"},
+		{"csi", []string{"--rebind-interval", "0s"}, "--rebind-interval"},
+		{"csi", []string{"--store", "relative/store"}, "--store"},
+		{"csi", []string{"--mount", "relative/mnt"}, "--mount"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.command+" "+strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := parse(t, tt.command, complete(tt.command, tt.args...)...)
+			if err == nil {
+				t.Fatalf("statefs %s %q was accepted", tt.command, tt.args)
+			}
+			if line := oneLine(err); line != err.Error() || !strings.Contains(line, tt.flag) {
+				t.Errorf("statefs %s %q: error %q, want one line naming %s", tt.command, tt.args, err, tt.flag)
+			}
+		})
+	}
+}
