@@ -47,6 +47,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/hold"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/owner"
@@ -64,7 +65,7 @@ type Options struct {
 	// Rules say who owns a path; nil means Flink's layout.
 	Rules *owner.Rules
 	// Hold says whether and how long removed local state is held.
-	Hold HoldOptions
+	Hold hold.Options
 	// Sealed, if set, is told how long each committed seal took (metrics).
 	Sealed func(took time.Duration)
 }
@@ -91,7 +92,7 @@ type FS struct {
 	sealing    sync.WaitGroup
 	closed     atomic.Bool
 
-	holds *holder // nil unless deletes are held
+	holds *hold.Holder // nil unless deletes are held
 
 	// notedMu guards noted. It is taken inside index transactions (Link
 	// notes a write in its own), so after DB.writeMu, and nothing is taken
@@ -115,7 +116,7 @@ func New(s *store.Store, opts Options, pending []uint64) (*FS, gofs.InodeEmbedde
 		f.scheduleSeal(ino)
 	}
 	if opts.Hold.Enabled {
-		f.holds = newHolder(f, opts.Hold)
+		f.holds = hold.Start(s, holdNamespace{f}, opts.Hold)
 	}
 	return f, &node{fs: f}
 }

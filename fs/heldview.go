@@ -11,7 +11,7 @@ import (
 	"github.com/statefs/statefs/index"
 )
 
-// .statefs/held/ shows the held trees (see HoldOptions), one directory per
+// .statefs/held/ shows the held trees (see package hold), one directory per
 // hold named by its id, read-only: ls and cat see the held files, statefs
 // restore puts a tree back. Their nodes have inode numbers of their own
 // (the index's with the top two bits set), so the kernel never mistakes

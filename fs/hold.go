@@ -2,89 +2,28 @@ package fs
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
-	"syscall"
-	"time"
 
+	"github.com/statefs/statefs/hold"
 	"github.com/statefs/statefs/index"
-	"github.com/statefs/statefs/internal/crashpoint"
-	"github.com/statefs/statefs/owner"
 )
 
-// Held deletes (statefs mount --hold-deletes). Flink removes an
-// allocation's local state when its slot is freed, and whole local-state
-// roots when the TaskManager shuts down; on a persistent disk that throws
-// away state a restarted TaskManager could use. With deletes held, a
-// removal in a job's local state (allocation level or deeper) whose job is
-// not known to be gone is answered as done but moves the entry, by rename,
-// to the same path in the attic's pending directory (index.Tx.Pend).
-//
-// Flink removes a tree file by file, so at each unlink it is not yet known
-// whether a checkpoint is being pruned (constantly, never held) or a
-// subtask, job or allocation is going. The decision waits until no
-// removal has come for the hold window: a pending directory of subtask,
-// job or allocation level whose path no longer exists in the tree is held
-// whole, as one entry of the held directory; everything else pending (the
-// pruned checkpoints) is removed for good.
-//
-// A held tree goes when its job's state is collected (it keeps its owners,
-// so the collector finds it through the job roots), when it is older than
-// the hold TTL, or, oldest first, when the store's disk has less free
-// space than the floor. statefs restore moves it back by rename.
-type HoldOptions struct {
-	Enabled bool
-	// Window is how long removals must have stopped before pending ones
-	// are decided.
-	Window time.Duration
-	// TTL is how long a tree stays held at most; 0 keeps it until its job
-	// is collected or space runs short.
-	TTL time.Duration
-	// MinFree is the fraction of the store's disk kept free: below it, held
-	// trees go, oldest first.
-	MinFree float64
-}
-
-// holdLevel reports whether a directory at level is one whose removal
-// holds it: a subtask, a job in an allocation, or an allocation.
-func holdLevel(l owner.Level) bool {
-	return l == owner.LevelAllocation || l == owner.LevelJobInAllocation || l == owner.LevelSubtask
-}
-
-// pends reports whether removing name from directory n, as rmdir (dir)
-// or unlink, is held back: deletes are held, name is of the kind the call
-// removes, it is in a job's local state, and the job is not gone. The
-// owner is the name's, from its path: a file with other names (an SST that
-// a checkpoint shares with its live database) belongs here to the tree
-// being removed, whoever else names it.
-func (f *FS) pends(tx *index.Tx, n *node, name string, dir bool) (bool, error) {
-	d, err := tx.Lookup(n.ino(), name)
-	if err != nil || (d.Mode&syscall.S_IFMT == syscall.S_IFDIR) != dir {
-		return false, err // the removal itself gives the error
-	}
-	o := f.rules.Owner(n.childPath(name))
-	if o.Job == "" || o.Level < owner.LevelAllocation {
-		return false, nil
-	}
-	j, err := tx.Job(o.Job)
-	if errors.Is(err, index.ErrNotFound) {
-		return true, nil
-	}
-	return err == nil && !j.Gone(), err
-}
+// The filesystem's side of held deletes (package hold decides): a removal
+// the policy holds is pended in its own transaction, the holder's removals
+// go through the filesystem so that the kernel's view follows, and a held
+// tree goes back into the tree by Restore.
 
 // removeName takes name out of directory n as unlink (dir false) or rmdir
 // (dir true) does, or pends it when deletes are held. It returns the inode
 // that lost a link, for the caller to reap.
 func (n *node) removeName(name string, dir bool) (*index.Inode, error) {
-	hold := n.fs.opts.Hold.Enabled
+	holding := n.fs.opts.Hold.Enabled
 	for {
 		var victim *index.Inode
 		pended := false
 		err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
-			if hold {
-				if pended, err = n.fs.pends(tx, n, name, dir); err != nil || pended {
+			if holding {
+				if pended, err = hold.Pends(tx, n.ino(), name, n.fs.rules.Owner(n.childPath(name)), dir); err != nil || pended {
 					if pended {
 						victim, err = tx.Pend(n.ino(), name, n.Path(nil))
 					}
@@ -100,336 +39,21 @@ func (n *node) removeName(name string, dir bool) (*index.Inode, error) {
 		if pended && err != nil && !errors.Is(err, index.ErrNotEmpty) && !errors.Is(err, index.ErrNotFound) {
 			// Holding is a favour to the executor; its delete must not fail.
 			slog.Warn("could not hold a removal; removing it", "path", n.childPath(name), "err", err)
-			hold = false
+			holding = false
 			continue
 		}
 		if err == nil && pended {
-			n.fs.holds.notePending()
+			n.fs.holds.NotePending()
 		}
 		return victim, err
 	}
 }
 
-// holder runs the hold decisions in the background.
-type holder struct {
-	fs   *FS
-	opts HoldOptions
-	stop chan struct{}
-	done chan struct{}
+// holdNamespace is the filesystem as the holder sees it.
+type holdNamespace struct{ *FS }
 
-	// mu guards the three fields below; nothing is taken while it is held.
-	mu          sync.Mutex
-	undecided   bool      // removals wait in the pending directory
-	firstUndone time.Time // when the oldest of them came
-	lastPending time.Time // when the newest came
-}
-
-func newHolder(f *FS, opts HoldOptions) *holder {
-	if opts.Window <= 0 {
-		opts.Window = 5 * time.Second
-	}
-	// What an earlier run left pending is decided one window from now.
-	now := time.Now()
-	h := &holder{fs: f, opts: opts, stop: make(chan struct{}), done: make(chan struct{}),
-		undecided: true, firstUndone: now, lastPending: now}
-	go h.run()
-	return h
-}
-
-func (h *holder) notePending() {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	now := time.Now()
-	if !h.undecided {
-		h.undecided, h.firstUndone = true, now
-	}
-	h.lastPending = now
-}
-
-// Stop ends the background decisions and waits for a pass under way.
-func (h *holder) Stop() {
-	if h == nil {
-		return
-	}
-	close(h.stop)
-	<-h.done
-}
-
-func (h *holder) run() {
-	defer close(h.done)
-	t := time.NewTicker(max(h.opts.Window/4, 100*time.Millisecond))
-	defer t.Stop()
-	// A pass that fails (a full disk, a damaged record) is tried again
-	// after a wait that doubles up to a minute, and logged once per try.
-	var backoff time.Duration
-	var retryAt time.Time
-	for {
-		select {
-		case <-h.stop:
-			return
-		case now := <-t.C:
-			if now.Before(retryAt) {
-				continue
-			}
-		}
-		if err := h.pass(); err != nil {
-			backoff = min(max(2*backoff, time.Second), time.Minute)
-			retryAt = time.Now().Add(backoff)
-			slog.Error("deciding held deletes failed; trying again later", "err", err, "retry_in", backoff)
-			continue
-		}
-		backoff = 0
-	}
-}
-
-// pass decides pending removals once none came for the window (or they
-// kept coming for ten windows), then drops the held trees whose time is up.
-func (h *holder) pass() error {
-	h.mu.Lock()
-	now := time.Now()
-	due := h.undecided && (now.Sub(h.lastPending) >= h.opts.Window || now.Sub(h.firstUndone) >= 10*h.opts.Window)
-	h.mu.Unlock()
-	if due {
-		if err := h.decide(now.Add(-h.opts.Window)); err != nil {
-			return err
-		}
-		h.mu.Lock()
-		// What came meanwhile, or too late for this pass, waits for the next.
-		h.undecided = h.lastPending.After(now.Add(-h.opts.Window))
-		h.firstUndone = now
-		h.mu.Unlock()
-	}
-	return h.dropExpired(now)
-}
-
-// decide goes through the pending directory: trees whose removal holds
-// them are held, and whatever else was pended before cutoff is removed.
-func (h *holder) decide(cutoff time.Time) error {
-	var pending *index.Inode
-	err := h.fs.store.Index.View(func(tx *index.Tx) (err error) {
-		pending, err = tx.Attic(index.AtticPending, false)
-		return err
-	})
-	if errors.Is(err, index.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return h.decideDir(pending.Ino, "", cutoff.UnixNano())
-}
-
-func (h *holder) decideDir(dir uint64, path string, cutoff int64) error {
-	entries, err := h.fs.readDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		p := e.Name
-		if path != "" {
-			p = path + "/" + e.Name
-		}
-		if e.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			held, err := h.holdIfGone(dir, e.Name, p)
-			if err != nil {
-				return fmt.Errorf("holding %s: %w", p, err)
-			}
-			if held {
-				continue
-			}
-			if err := h.decideDir(e.Ino, p, cutoff); err != nil {
-				return err
-			}
-		}
-		if err := h.fs.removePended(dir, e.Name, cutoff); err != nil {
-			return fmt.Errorf("removing pending %s: %w", p, err)
-		}
-	}
-	return nil
-}
-
-// holdIfGone holds pending directory name in dir, at path in the tree, if
-// it is of a level whose removal holds it and the tree no longer has it.
-func (h *holder) holdIfGone(dir uint64, name, path string) (bool, error) {
-	held := false
-	var hold *index.Hold
-	err := h.fs.store.Index.Update(func(tx *index.Tx) error {
-		d, err := tx.Lookup(dir, name)
-		if err != nil {
-			return err
-		}
-		n, err := tx.Inode(d.Ino)
-		if err != nil {
-			return err
-		}
-		o, err := tx.Owner(n.Owner)
-		if err != nil || !holdLevel(o.Level) {
-			return err
-		}
-		if empty, err := tx.IsEmpty(n.Ino); err != nil || empty {
-			return err // nothing to hold
-		}
-		if live, err := tx.Resolve(path); err == nil && live.IsDir() {
-			return nil // still in the tree: only some of it went
-		}
-		id, err := h.newHoldID(tx, name)
-		if err != nil {
-			return err
-		}
-		hold = &index.Hold{ID: id, Path: path, At: index.Now()}
-		held = true
-		return tx.HoldPending(dir, name, hold)
-	})
-	if held && err == nil {
-		crashpoint.Hit(crashpoint.HoldHeld)
-		slog.Info("holding removed state", "hold", hold.ID, "path", hold.Path, "jobs", hold.Jobs,
-			"files", hold.Files, "bytes", hold.Bytes)
-	}
-	return held, err
-}
-
-// newHoldID names a hold after when it was made and the directory held,
-// so that ids sort by age: 20261130T051700Z-aid_<id>.
-// An index that cannot say whether an id is taken fails the hold, which
-// the next pass tries again.
-func (h *holder) newHoldID(tx *index.Tx, name string) (string, error) {
-	base := time.Now().UTC().Format("20060102T150405Z") + "-" + name
-	id := base
-	for i := 2; ; i++ {
-		switch _, err := tx.Hold(id); {
-		case errors.Is(err, index.ErrNotFound):
-			return id, nil
-		case err != nil:
-			return "", err
-		}
-		id = fmt.Sprintf("%s-%d", base, i)
-	}
-}
-
-// removePended removes name from pending directory dir for good: a file
-// pended before cutoff (nanoseconds), a directory once empty. A file is
-// judged by when its name was pended, not by its inode's ctime, which its
-// other names move (another pending name of it removed, a new checkpoint
-// linking it).
-func (f *FS) removePended(dir uint64, name string, cutoff int64) error {
-	var victim *index.Inode
-	err := f.store.Index.Update(func(tx *index.Tx) error {
-		d, err := tx.Lookup(dir, name)
-		if err != nil {
-			return err
-		}
-		if d.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			if empty, err := tx.IsEmpty(d.Ino); err != nil || !empty {
-				return err
-			}
-		} else if d.Born >= cutoff {
-			return nil
-		}
-		victim, err = tx.Remove(dir, name)
-		return err
-	})
-	if errors.Is(err, index.ErrNotFound) {
-		return nil
-	}
-	if err == nil {
-		crashpoint.Hit(crashpoint.HoldPendingRemoved)
-		f.reapIfUnused(victim)
-	}
-	return err
-}
-
-// dropExpired drops held trees that are empty (their job was collected),
-// older than the TTL, or, oldest first, in the way of the free-space floor.
-func (h *holder) dropExpired(now time.Time) error {
-	var holds []*index.Hold
-	err := h.fs.store.Index.View(func(tx *index.Tx) (err error) {
-		holds, err = tx.Holds()
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	var kept []*index.Hold
-	for _, hd := range holds {
-		reason := hd.Dropping // a drop a crash or an error cut short goes on
-		empty, err := h.fs.isEmpty(hd.Ino)
-		switch {
-		case err != nil:
-			return err
-		case reason != "":
-		case empty:
-			reason = "empty: its state was collected"
-		case h.opts.TTL > 0 && now.Sub(time.Unix(0, hd.At)) >= h.opts.TTL:
-			reason = "older than the hold TTL " + h.opts.TTL.String()
-		}
-		if reason == "" {
-			kept = append(kept, hd)
-			continue
-		}
-		if err := h.fs.DropHold(hd.ID, reason); err != nil {
-			return err
-		}
-	}
-	for len(kept) > 0 && h.opts.MinFree > 0 {
-		st, err := h.fs.store.Statfs()
-		if err != nil {
-			return err
-		}
-		free := float64(st.Bavail) / float64(max(st.Blocks, 1))
-		if free >= h.opts.MinFree {
-			return nil
-		}
-		if err := h.fs.DropHold(kept[0].ID, fmt.Sprintf("the store's disk is %.1f%% free, under the floor of %.1f%%", 100*free, 100*h.opts.MinFree)); err != nil {
-			return err
-		}
-		kept = kept[1:]
-		if _, err := h.fs.store.Sweep(false); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// DropHold removes held tree id and its record for good. The record says
-// so first, so that what is left after a crash is never restored as whole.
-func (f *FS) DropHold(id, reason string) error {
-	var hold *index.Hold
-	var held *index.Inode
-	err := f.store.Index.Update(func(tx *index.Tx) (err error) {
-		if hold, err = tx.Hold(id); err != nil {
-			return err
-		}
-		if held, err = tx.Attic(index.AtticHeld, false); err != nil {
-			return err
-		}
-		if hold.Dropping == "" {
-			hold.Dropping = reason
-			return tx.PutHold(hold)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("hold %s: %w", id, err)
-	}
-	crashpoint.Hit(crashpoint.HoldDropping)
-	if err := f.removeBelow(hold.Ino); err != nil {
-		return fmt.Errorf("dropping hold %s: %w", id, err)
-	}
-	err = f.store.Index.Update(func(tx *index.Tx) error {
-		if err := tx.Rmdir(held.Ino, id); err != nil && !errors.Is(err, index.ErrNotFound) {
-			return err
-		}
-		return tx.DeleteHold(id)
-	})
-	if err == nil {
-		f.heldViewGone(id)
-		slog.Info("dropped held state", "hold", id, "path", hold.Path, "why", reason)
-	}
-	return err
-}
+func (h holdNamespace) ReapIfUnused(n *index.Inode) { h.reapIfUnused(n) }
+func (h holdNamespace) HeldGone(id string)          { h.heldViewGone(id) }
 
 // heldViewGone makes the kernel forget .statefs/held/<id>, a hold that was
 // restored, dropped or collected, rather than serve it from its entry
@@ -446,41 +70,12 @@ func (f *FS) heldViewGone(id string) {
 	}
 }
 
-// removeBelow removes everything in directory dir, bottom up, one name per
-// transaction.
-func (f *FS) removeBelow(dir uint64) error {
-	entries, err := f.readDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			if err := f.removeBelow(e.Ino); err != nil {
-				return err
-			}
-		}
-		if _, err := f.Remove(dir, e.Name); err != nil && !errors.Is(err, index.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
-}
-
 func (f *FS) readDir(dir uint64) ([]index.Dirent, error) {
 	var entries []index.Dirent
 	err := f.store.Index.View(func(tx *index.Tx) error {
 		return tx.ReadDir(dir, func(d index.Dirent) bool { entries = append(entries, d); return true })
 	})
 	return entries, err
-}
-
-func (f *FS) isEmpty(dir uint64) (bool, error) {
-	var empty bool
-	err := f.store.Index.View(func(tx *index.Tx) (err error) {
-		empty, err = tx.IsEmpty(dir)
-		return err
-	})
-	return empty, err
 }
 
 // Restore moves held tree id back into the tree at dest, a path relative

@@ -342,6 +342,7 @@ const (
 	factSize                           // size, of every entry
 	factFileSize                       // size, of regular files
 	factFileTime                       // mtime, of regular files
+	factTime                           // mtime, of every entry
 	factContent                        // a regular file's content digest, a symlink's target
 )
 
@@ -371,7 +372,7 @@ func describeTree(t testing.TB, root string, facts treeFacts) string {
 		if facts&factSize != 0 || facts&factFileSize != 0 && typ == syscall.S_IFREG {
 			line += fmt.Sprintf(" size=%d", st.Size)
 		}
-		if facts&factFileTime != 0 && typ == syscall.S_IFREG {
+		if facts&factTime != 0 || facts&factFileTime != 0 && typ == syscall.S_IFREG {
 			line += fmt.Sprintf(" mtime=%d.%09d", st.Mtim.Sec, st.Mtim.Nsec)
 		}
 		if facts&factContent != 0 {

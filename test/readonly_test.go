@@ -1,8 +1,6 @@
 package test
 
 import (
-	"crypto/sha256"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,47 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// storeFile is what a command that only reads must not change about a
-// file or directory of the store.
-type storeFile struct {
-	mode  fs.FileMode
-	size  int64
-	mtime int64 // ns
-	sum   [32]byte
-}
-
-// storeFiles records every file and directory under the store dir.
-func storeFiles(t *testing.T, dir string) map[string]storeFile {
-	t.Helper()
-	out := map[string]storeFile{}
-	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		f := storeFile{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			f.sum = sha256.Sum256(b)
-		}
-		out[strings.TrimPrefix(path, dir)] = f
-		return nil
-	}))
-	return out
-}
-
 // The commands that only read a store (jobs, du, inspect, held, fsck
 // without --repair, scrub) change none of its files when no daemon serves
 // it: no recovery, no free-space reserve, no index writes. That holds
 // after a clean unmount, and after a kill, whose state they read as the
 // kill left it.
 func TestReadOnlyCommandsChangeNothing(t *testing.T) {
+	const storeFacts = factSize | factTime | factContent
 	m := mountFS(t, holdArgs...)
 	sub := subtaskDir(holdAlloc, jobLive)
 	writeCheckpoint(t, m, sub, 1, 1)
@@ -81,27 +45,12 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 			putFile(t, m.Path("tm_tm-1/after-restart"), []byte("written before the kill"), 0o644)
 			m.Kill()
 		}
-		before := storeFiles(t, m.Store)
+		before := describeTree(t, m.Store, storeFacts)
 		for _, args := range commands {
 			all := append([]string{args[0], "--store", m.Store}, args[1:]...)
 			r := runCLI(t, time.Minute, all...)
 			require.Equal(t, 0, r.code, "after %s, statefs %s failed:\n%s%s", end, strings.Join(all, " "), r.stdout, r.stderr)
-			after := storeFiles(t, m.Store)
-			for p, b := range before {
-				if a, ok := after[p]; !ok {
-					t.Errorf("after %s, statefs %s removed %s", end, args[0], p)
-				} else if a != b {
-					t.Errorf("after %s, statefs %s changed %s: %+v, was %+v", end, args[0], p, a, b)
-				}
-			}
-			for p := range after {
-				if _, ok := before[p]; !ok {
-					t.Errorf("after %s, statefs %s created %s", end, args[0], p)
-				}
-			}
-			if t.Failed() {
-				return
-			}
+			require.Equal(t, before, describeTree(t, m.Store, storeFacts), "after %s, statefs %s changed the store's files", end, strings.Join(args, " "))
 		}
 		if end == "kill" {
 			// What the kill left is read as it was, its index's log

@@ -14,6 +14,7 @@ import (
 
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/fs"
+	"github.com/statefs/statefs/hold"
 	"github.com/statefs/statefs/owner"
 )
 
@@ -94,7 +95,7 @@ func TestMountOptionsDefaults(t *testing.T) {
 			Passthrough: true,
 			Sealers:     1,
 			Rules:       owner.FlinkRules(),
-			Hold:        fs.HoldOptions{TTL: 24 * time.Hour, MinFree: 0.1, Window: 5 * time.Second},
+			Hold:        hold.Options{TTL: 24 * time.Hour, MinFree: 0.1, Window: 5 * time.Second},
 		},
 		ReadAhead:   4 << 20,
 		ReadCache:   32 << 20,
