@@ -145,39 +145,17 @@ func (n *node) newInode(ctx context.Context, mode uint32) (*index.Inode, error) 
 	if n.fs.store.Full() {
 		return nil, syscall.ENOSPC
 	}
-	ino, err := n.fs.store.Index.NewIno()
-	if err != nil {
-		return nil, err
-	}
 	uid, gid := caller(ctx)
-	now := index.Now()
-	return &index.Inode{Ino: ino, Mode: mode, Uid: uid, Gid: gid, Atime: now, Mtime: now, Ctime: now, Btime: now}, nil
+	return n.fs.store.Index.NewInode(mode, uid, gid)
 }
 
-// create adds rec under name in this directory in one transaction, with
-// extra run inside it. In a setgid directory the new inode takes the
-// directory's group (and a new directory stays setgid). Its owner follows
-// from its path (owner.Rules), and its job, if any, notes the write.
+// create adds rec under name in this directory in one transaction
+// (index.Tx.CreateOwned: its owner follows from its path, by the rules),
+// with extra run inside it.
 func (n *node) create(name string, rec *index.Inode, extra func(*index.Tx) error) error {
 	owner := n.fs.rules.Owner(n.childPath(name))
-	return n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
-		parent, err := tx.Inode(n.ino())
-		if err != nil {
-			return err
-		}
-		if parent.Mode&syscall.S_ISGID != 0 {
-			rec.Gid = parent.Gid
-			if rec.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-				rec.Mode |= syscall.S_ISGID
-			}
-		}
-		if rec.Owner, err = tx.OwnerID(owner); err != nil {
-			return err
-		}
-		if err := tx.Create(n.ino(), name, rec); err != nil {
-			return err
-		}
-		if err := tx.NoteWrite(owner, rec.Ctime); err != nil {
+	return n.fs.store.Index.Update(func(tx *index.Tx) error {
+		if err := tx.CreateOwned(n.ino(), name, rec, owner); err != nil {
 			return err
 		}
 		if extra != nil {

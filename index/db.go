@@ -327,6 +327,17 @@ func (db *DB) NewIno() (uint64, error) {
 	return n + RootIno + 1, err
 }
 
+// NewInode returns a new inode of mode owned by uid and gid, its number
+// allocated (NewIno) and its times now, for Tx.CreateOwned.
+func (db *DB) NewInode(mode, uid, gid uint32) (*Inode, error) {
+	ino, err := db.NewIno()
+	if err != nil {
+		return nil, err
+	}
+	now := Now()
+	return &Inode{Ino: ino, Mode: mode, Uid: uid, Gid: gid, Atime: now, Mtime: now, Ctime: now, Btime: now}, nil
+}
+
 // NewStagingID allocates a staging file id never handed out before.
 func (db *DB) NewStagingID() (uint64, error) {
 	if db.readOnly {

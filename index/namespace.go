@@ -3,6 +3,9 @@ package index
 import (
 	"encoding/binary"
 	"fmt"
+	"syscall"
+
+	"github.com/statefs/statefs/owner"
 )
 
 // Dirent is one name in a directory.
@@ -99,6 +102,30 @@ func (tx *Tx) touchDir(dir *Inode, now int64) {
 // directory, n.Nlink and n.Parent are set here.
 func (tx *Tx) Create(parent uint64, name string, n *Inode) error {
 	return tx.create(parent, name, n, n.Ctime)
+}
+
+// CreateOwned is Create as a filesystem makes a new name: the inode n (Ino
+// from DB.NewIno) belongs to o, the owner of its path, and o's job and
+// executor note the write; in a setgid directory it takes the directory's
+// group, and a new directory stays setgid.
+func (tx *Tx) CreateOwned(parent uint64, name string, n *Inode, o owner.Owner) error {
+	dir, err := tx.Inode(parent)
+	if err != nil {
+		return err
+	}
+	if dir.Mode&syscall.S_ISGID != 0 {
+		n.Gid = dir.Gid
+		if n.IsDir() {
+			n.Mode |= syscall.S_ISGID
+		}
+	}
+	if n.Owner, err = tx.OwnerID(o); err != nil {
+		return err
+	}
+	if err := tx.Create(parent, name, n); err != nil {
+		return err
+	}
+	return tx.NoteWrite(o, n.Ctime)
 }
 
 // create is Create of a name born at born.

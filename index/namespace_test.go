@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/owner"
 )
 
 func TestNewIndexHasRoot(t *testing.T) {
@@ -510,4 +511,51 @@ func pathInos(w map[string][2]uint64) map[string]uint64 {
 		m[p] = e[0]
 	}
 	return m
+}
+
+// CreateOwned makes a name as the filesystem does: the inode's owner is
+// the one given, interned, its job notes the write at the inode's ctime,
+// and in a setgid directory it takes the directory's group, a directory
+// staying setgid.
+func TestCreateOwned(t *testing.T) {
+	db := openDB(t)
+	sgid := create(t, db, index.RootIno, "sgid", dirMode)
+	update(t, db, func(tx *index.Tx) error {
+		d, err := tx.Inode(sgid)
+		if err != nil {
+			return err
+		}
+		d.Mode |= syscall.S_ISGID
+		d.Gid = 77
+		return tx.PutInode(d)
+	})
+	o := owner.Owner{Level: owner.LevelJob, Executor: "tm-1", Job: "00000000000000000000000000000001"}
+	for _, tc := range []struct {
+		name      string
+		parent    uint64
+		mode      uint32
+		wantGid   uint32
+		wantSetid bool
+	}{
+		{"file in a plain directory", index.RootIno, fileMode, 5, false},
+		{"file in a setgid directory", sgid, fileMode, 77, false},
+		{"directory in a setgid directory", sgid, dirMode, 77, true},
+	} {
+		n, err := db.NewInode(tc.mode, 4, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		update(t, db, func(tx *index.Tx) error { return tx.CreateOwned(tc.parent, tc.name, n, o) })
+		got := inode(t, db, n.Ino)
+		if got.Gid != tc.wantGid || got.Uid != 4 || (got.Mode&syscall.S_ISGID != 0) != tc.wantSetid {
+			t.Errorf("%s: uid %d gid %d mode %o, want uid 4 gid %d setgid %v", tc.name, got.Uid, got.Gid, got.Mode, tc.wantGid, tc.wantSetid)
+		}
+		var gotOwner owner.Owner
+		if err := db.View(func(tx *index.Tx) (err error) { gotOwner, err = tx.Owner(got.Owner); return err }); err != nil || gotOwner != o {
+			t.Errorf("%s: owner %+v, %v; want %+v", tc.name, gotOwner, err, o)
+		}
+		if j, err := readJob(db, o.Job); err != nil || j.LastWrite != got.Ctime {
+			t.Errorf("%s: job record %+v, %v; want its last write at the ctime %d", tc.name, j, err, got.Ctime)
+		}
+	}
 }

@@ -2,12 +2,11 @@ package store_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,27 +19,7 @@ import (
 // sealNew creates file name in the root holding data and seals it, as the
 // fs layer does; safe to call from any goroutine.
 func sealNew(s *store.Store, name string, data []byte) error {
-	ino, err := s.Index.NewIno()
-	if err != nil {
-		return err
-	}
-	id, f, err := s.NewStaging()
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	if err := errors.Join(werr, f.Close()); err != nil {
-		return err
-	}
-	err = s.Index.Update(func(tx *index.Tx) error {
-		now := index.Now()
-		n := &index.Inode{Ino: ino, Mode: syscall.S_IFREG | 0o644, Atime: now, Mtime: now, Ctime: now}
-		if err := tx.Create(index.RootIno, name, n); err != nil {
-			return err
-		}
-		_, err := tx.SetStaging(n, id)
-		return err
-	})
+	ino, _, err := newFile(s, name, func(f *os.File) error { _, err := f.Write(data); return err })
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
 )
 
@@ -40,37 +42,40 @@ func newStore(t *testing.T) *store.Store {
 	return s
 }
 
-// addFile creates a regular file called name in the root whose content is
-// a new staging file, filled by write, as the fs layer does for a new file.
-func addFile(t *testing.T, s *store.Store, name string, write func(f *os.File) error) (ino, staging uint64) {
-	t.Helper()
-	ino, err := s.Index.NewIno()
+// newFile creates a regular file called name in the root whose content is
+// a new staging file, filled by write, as the fs layer creates a file;
+// safe to call from any goroutine.
+func newFile(s *store.Store, name string, write func(f *os.File) error) (ino, staging uint64, err error) {
+	n, err := s.Index.NewInode(syscall.S_IFREG|0o644, 0, 0)
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, err
 	}
 	id, f, err := s.NewStaging()
 	if err != nil {
-		t.Fatalf("NewStaging: %v", err)
+		return 0, 0, err
 	}
-	if err := write(f); err != nil {
-		t.Fatalf("writing staging file: %v", err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
+	werr := write(f)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return 0, 0, err
 	}
 	err = s.Index.Update(func(tx *index.Tx) error {
-		now := index.Now()
-		n := &index.Inode{Ino: ino, Mode: syscall.S_IFREG | 0o644, Atime: now, Mtime: now, Ctime: now}
-		if err := tx.Create(index.RootIno, name, n); err != nil {
+		if err := tx.CreateOwned(index.RootIno, name, n, owner.Owner{}); err != nil {
 			return err
 		}
 		_, err := tx.SetStaging(n, id)
 		return err
 	})
+	return n.Ino, id, err
+}
+
+// addFile is newFile for a test, which it fails on an error.
+func addFile(t *testing.T, s *store.Store, name string, write func(f *os.File) error) (ino, staging uint64) {
+	t.Helper()
+	ino, staging, err := newFile(s, name, write)
 	if err != nil {
 		t.Fatalf("creating %s: %v", name, err)
 	}
-	return ino, id
+	return ino, staging
 }
 
 // addContent is addFile for content written from offset 0.

@@ -62,32 +62,22 @@ func (f *Fixture) Lookup(p string) uint64 {
 // its path says, with staging file staging as its content if not 0.
 func (f *Fixture) Create(p string, mode uint32, staging uint64) uint64 {
 	f.T.Helper()
-	ino, err := f.S.Index.NewIno()
+	n, err := f.S.Index.NewInode(mode, 0, 0)
 	if err != nil {
 		f.T.Fatal(err)
 	}
 	parent := f.Lookup(path.Dir(p))
-	o := owner.FlinkRules().Owner(p)
-	now := index.Now()
-	err = f.S.Index.Update(func(tx *index.Tx) (err error) {
-		n := &index.Inode{Ino: ino, Mode: mode, Atime: now, Mtime: now, Ctime: now, Btime: now}
-		if n.Owner, err = tx.OwnerID(o); err != nil {
+	err = f.S.Index.Update(func(tx *index.Tx) error {
+		if err := tx.CreateOwned(parent, path.Base(p), n, owner.FlinkRules().Owner(p)); err != nil || staging == 0 {
 			return err
 		}
-		if err := tx.Create(parent, path.Base(p), n); err != nil {
-			return err
-		}
-		if staging != 0 {
-			if _, err := tx.SetStaging(n, staging); err != nil {
-				return err
-			}
-		}
-		return tx.NoteWrite(o, now)
+		_, err := tx.SetStaging(n, staging)
+		return err
 	})
 	if err != nil {
 		f.T.Fatalf("creating %s: %v", p, err)
 	}
-	return ino
+	return n.Ino
 }
 
 // MkdirAll creates the directories of p that do not exist.

@@ -165,20 +165,11 @@ func addSealedFile(s *store.Store, p string, m *manifest.Manifest) error {
 }
 
 func create(s *store.Store, tx *index.Tx, parent uint64, name, p string, mode uint32, rules *owner.Rules) (uint64, error) {
-	ino, err := s.Index.NewIno()
+	n, err := s.Index.NewInode(mode, 0, 0)
 	if err != nil {
 		return 0, err
 	}
-	owner := rules.Owner(p)
-	now := index.Now()
-	n := &index.Inode{Ino: ino, Mode: mode, Atime: now, Mtime: now, Ctime: now, Btime: now}
-	if n.Owner, err = tx.OwnerID(owner); err != nil {
-		return 0, err
-	}
-	if err := tx.Create(parent, name, n); err != nil {
-		return 0, err
-	}
-	return ino, tx.NoteWrite(owner, now)
+	return n.Ino, tx.CreateOwned(parent, name, n, rules.Owner(p))
 }
 
 // removeTree removes dir, the work dir of a store of this workload, and
