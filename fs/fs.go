@@ -102,8 +102,8 @@ type FS struct {
 }
 
 // New makes the filesystem over an open store and returns its root node.
-// pending lists the inodes whose staging content waits to be sealed.
-func New(s *store.Store, opts Options, pending []uint64) (*FS, gofs.InodeEmbedder) {
+// unsealed lists the inodes whose staging content waits to be sealed.
+func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedder) {
 	if opts.Sealers <= 0 {
 		opts.Sealers = 1
 	}
@@ -112,7 +112,7 @@ func New(s *store.Store, opts Options, pending []uint64) (*FS, gofs.InodeEmbedde
 	}
 	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, kernelKnows: map[uint64]*gofs.Inode{},
 		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers), noted: map[uint64]int64{}}
-	for _, ino := range pending {
+	for _, ino := range unsealed {
 		f.scheduleSeal(ino)
 	}
 	if opts.Hold.Enabled {

@@ -90,13 +90,13 @@ func Open(dir string) (*Store, []uint64, error) {
 			return nil, nil, fmt.Errorf("upgrading store %s to format version %d: %w", dir, FormatVersion, err)
 		}
 	}
-	pending, err := s.recover()
+	unsealed, err := s.recover()
 	if err != nil {
 		s.Close()
 		return nil, nil, fmt.Errorf("recovering store %s: %w", dir, err)
 	}
 	s.keepSpace()
-	return s, pending, nil
+	return s, unsealed, nil
 }
 
 func (s *Store) open() error {
@@ -267,13 +267,13 @@ func (s *Store) recover() ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pending []uint64
+	var unsealed []uint64
 	err = s.Index.View(func(tx *index.Tx) error {
 		return s.walkStaging(func(f stagingFile) error {
 			if f.ok {
 				ino, err := tx.StagingInode(f.id)
 				if err == nil {
-					pending = append(pending, ino)
+					unsealed = append(unsealed, ino)
 					return nil
 				}
 				if !errors.Is(err, index.ErrNotFound) {
@@ -284,7 +284,7 @@ func (s *Store) recover() ([]uint64, error) {
 			return os.RemoveAll(f.path)
 		})
 	})
-	return pending, err
+	return unsealed, err
 }
 
 func writeFileSync(path string, b []byte) error {

@@ -23,14 +23,14 @@ import (
 // (index.DB.Strict); the caller closes it.
 func open(t *testing.T, dir string) (*store.Store, []uint64) {
 	t.Helper()
-	s, pending, err := store.Open(dir)
+	s, unsealed, err := store.Open(dir)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}
 	s.Index.Strict = func(ps []index.Problem, err error) {
 		t.Errorf("a commit left the index inconsistent: %v %v", ps, err)
 	}
-	return s, pending
+	return s, unsealed
 }
 
 // newStore opens a new store in a temporary directory, closed at the end of

@@ -162,7 +162,7 @@ func runMount(c *cli.Context) error {
 		}
 		defer metricsLn.Close()
 	}
-	s, pending, err := store.Open(opts.Store)
+	s, unsealed, err := store.Open(opts.Store)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func runMount(c *cli.Context) error {
 	}
 	fsOpts := opts.FS
 	fsOpts.Sealed = m.Sealed
-	fsys, root := fs.New(s, fsOpts, pending)
+	fsys, root := fs.New(s, fsOpts, unsealed)
 	server, served, err := mountFS(mnt, root, fs.MountOptions(opts.AllowOther, opts.Debug), m)
 	if err != nil {
 		fsys.Shutdown()
@@ -203,7 +203,7 @@ func runMount(c *cli.Context) error {
 		defer stop()
 		go ctl.CollectEvery(ctx, opts.GCInterval, opts.GC)
 	}
-	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(pending))
+	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(unsealed))
 
 	select {
 	case <-served: // unmounted from outside (umount)
