@@ -206,10 +206,10 @@ func caller(ctx context.Context) (uint32, uint32) {
 
 // SetReadAhead sets how far the kernel reads ahead of a sequential reader
 // of the mount at mnt, in bytes. FUSE mounts start with the kernel's
-// default of 128 KiB, which leaves a reader of sealed content waiting for
-// each chunk in turn: reading a sealed 1 GB file ran at 606 MB/s with it
-// and at 961 MB/s with 4 MiB, here. The kernel keeps it per mount, in the
-// mount's backing device info.
+// default of 128 KiB, which keeps one small request in flight at a time
+// and leaves a reader of sealed content waiting for each in turn (the
+// restore workload of make bench measures it). The kernel keeps it per
+// mount, in the mount's backing device info.
 func SetReadAhead(mnt string, bytes uint64) error {
 	var st unix.Stat_t
 	if err := unix.Stat(mnt, &st); err != nil {

@@ -16,8 +16,8 @@ import (
 // release that ends the last handle has already scheduled the seal, which
 // may commit and delete the staging file, and an open of the file for
 // writing then makes a new staging file: an open in that window was given
-// the old backing file, and its writes, fsync'd, went to a deleted file
-// (the one-hour soak lost a log record so; TestAppendsWhileReleasesLag).
+// the old backing file, and its writes, fsync'd, would go to a deleted
+// file (TestAppendsWhileReleasesLag).
 // With the two serialised, an open sees either a handle still open, whose
 // staging file is the current one, or no backing file at all.
 func NodeFS(root gofs.InodeEmbedder, opts *gofs.Options) fuse.RawFileSystem {

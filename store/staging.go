@@ -23,10 +23,9 @@ import (
 // directory's block group and skips the inodes freed there recently: one
 // directory whose files are created and deleted at a high rate (every file
 // a checkpoint or RocksDB writes passes through staging) makes each create
-// scan past them. Measured on this machine kind, with files created and
-// deleted 2,000 apart: 420 µs per create in one directory, 17 µs in 256.
-// The staging directory also asks ext4 to spread its subdirectories over
-// the block groups (FS_TOPDIR_FL, best effort): 9 µs.
+// scan past them, which made a create cost many times more in one
+// directory than in 256. The staging directory also asks ext4 to spread
+// its subdirectories over the block groups (FS_TOPDIR_FL, best effort).
 
 const stagingShards = 256
 

@@ -79,8 +79,9 @@ func (s *Store) sweepBatch(candidates []cas.Hash, dryRun bool, swept *Swept) err
 		return err
 	}
 	defer s.guard.release(doomed)
-	// Removing files is the filesystem's work: a few at once keep the
-	// disk and the cores busy (1M chunks: 79 s one at a time, on 2 cores).
+	// Removing files is the filesystem's work, and one at a time leaves
+	// the disk and the cores idle between unlinks: a few at once keep them
+	// busy.
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(sweepRemovers)

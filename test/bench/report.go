@@ -48,7 +48,7 @@ type Metric struct {
 	Met                 *bool                `json:"met,omitempty"`
 }
 
-// Goal is a target from issue 4: statefs's ratio to Against (or, with
+// Goal is a target of the benchmark: statefs's ratio to Against (or, with
 // Against empty, statefs's own value) compared by Op with Bound.
 type Goal struct {
 	Text    string  `json:"text"`
