@@ -1,3 +1,12 @@
+// Package gc decides which jobs are gone and removes their state: oracles
+// (Flink's REST API, Flink HA's JobResultStore, the operator's word) give
+// verdicts with evidence, and the Collector removes the state of a job
+// whose combined verdict has been gone without a break for the grace
+// period, and was gone again when asked right before (DESIGN invariant 4);
+// then the trees of executors that no job holds any more, and the chunks
+// nothing refers to. It removes through a Remover: the mounted filesystem,
+// so that the kernel forgets the names, or the index of a store no daemon
+// serves.
 package gc
 
 import (
@@ -48,14 +57,12 @@ type Collector struct {
 	orphans Orphans
 }
 
-// Candidate counts a file once however many names it has: Names are the
-// names removed, files and directories; Files and Bytes the files whose
-// last name went, whose content goes with them. A file with a name left
-// elsewhere counts in Names only, and in Files of the run that removes its
-// last name.
-
 // Candidate is one job, or one executor's tree, whose state a run removed
-// (or, dry, would remove).
+// (or, dry, would remove). It counts a file once however many names it
+// has: Names are the names removed, files and directories; Files and Bytes
+// the files whose last name went, whose content goes with them. A file
+// with a name left elsewhere counts in Names only, and in Files of the run
+// that removes its last name.
 type Candidate struct {
 	Job      index.Job  `json:"job"`
 	Executor string     `json:"executor,omitempty"` // set for an executor's tree

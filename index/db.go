@@ -1,9 +1,13 @@
-// Package index is statefs's metadata: inodes, directory entries, file
-// content (staging references and manifests), chunk references, extended
-// attributes and orphans, kept in badger. Every change is one transaction,
-// so after a crash the index shows the state of some commit (DESIGN
-// invariant 2); badger's write-ahead log lives in shared memory maps and
-// survives the daemon's SIGKILL, and Sync makes it survive power loss too.
+// Package index is statefs's metadata, kept in badger: inodes, directory
+// entries, file content (staging references and manifests), chunk
+// references, extended attributes and orphans; the owner of every inode
+// and the roots of each job's and executor's state; job and executor
+// records with their verdicts; and the attic, where held deletes keep
+// removed trees (keys.go lists every kind of record). Every change is one
+// transaction, so after a crash the index shows the state of some commit
+// (DESIGN invariant 2); badger's write-ahead log lives in shared memory
+// maps and survives the daemon's SIGKILL, and Sync makes it survive power
+// loss too.
 //
 // Writers are serialized by the DB (one Update at a time): the namespace
 // rules (link counts, rename cycles) read and write many keys, and a single
