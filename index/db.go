@@ -165,15 +165,15 @@ func OpenReadOnly(dir string) (*DB, error) {
 		// A log to replay (badger.ErrTruncateNeeded, wrapped without %w),
 		// or a memtable file a kill left unsized, which badger would size:
 		// whatever badger would have to write, it writes in a copy.
-		if db.scratch, err = copyDir(dir); err != nil {
-			return nil, fmt.Errorf("copying index %s to replay its log: %w", dir, err)
+		readOnlyErr := err
+		if db.scratch, err = copyDir(dir); err == nil {
+			opts.Dir, opts.ValueDir = db.scratch, db.scratch
+			db.bdb, err = openBadger(opts.WithNumCompactors(0))
 		}
-		opts.Dir, opts.ValueDir = db.scratch, db.scratch
-		db.bdb, err = openBadger(opts.WithNumCompactors(0))
-	}
-	if err != nil {
-		db.removeScratch()
-		return nil, err
+		if err != nil {
+			db.removeScratch()
+			return nil, fmt.Errorf("%w (and in a scratch copy: %v)", readOnlyErr, err)
+		}
 	}
 	if err := db.View(func(tx *Tx) error {
 		v, err := tx.get(versionKey())
