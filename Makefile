@@ -37,10 +37,13 @@ test-deps:
 vet:
 	$(GO) vet ./...
 
-# test runs every package, then the mounted suite again without FUSE
-# passthrough (the path kernels before 6.9 take).
+# test runs every package, then the packages whose locks the daemon's
+# requests, seals and sweeps share under the race detector, then the
+# mounted suite again without FUSE passthrough (the path kernels before 6.9
+# take).
 test: test-deps vet
 	$(GO) test -count=1 -timeout 18m ./...
+	$(GO) test -count=1 -race -timeout 10m ./fs/ ./store/ ./hold/
 	STATEFS_TEST_MOUNT_ARGS=--passthrough=false $(GO) test -count=1 -timeout 18m ./test/
 
 # soak runs the crash campaign (test/campaign_test.go) for SOAK_DURATION

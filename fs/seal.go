@@ -27,18 +27,21 @@ func (f *FS) scheduleSealAfter(ino uint64, delay time.Duration) {
 		return
 	}
 	// Each armed timer counts once in f.sealing; seal or Shutdown ends it.
+	// The timer may fire before AfterFunc returns (a delay of 0): seal
+	// reads t under sealMu, which this function holds until t is set.
 	f.sealing.Add(1)
 	var t *time.Timer
-	t = time.AfterFunc(delay, func() { f.seal(ino, t) })
+	t = time.AfterFunc(delay, func() { f.seal(ino, &t) })
 	f.sealTimers[ino] = t
 }
 
 // seal seals inode ino if it is still closed, and commits the result only
-// if nothing opened or changed the file while the chunks were written.
-func (f *FS) seal(ino uint64, t *time.Timer) {
+// if nothing opened or changed the file while the chunks were written. t
+// is the timer that fired, read under sealMu.
+func (f *FS) seal(ino uint64, t **time.Timer) {
 	defer f.sealing.Done()
 	f.sealMu.Lock()
-	if f.sealTimers[ino] == t {
+	if f.sealTimers[ino] == *t {
 		delete(f.sealTimers, ino)
 	}
 	closed := f.closed.Load()
