@@ -309,18 +309,12 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	var victim *index.Inode
 	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
-		if victim, err = tx.Rename(n.ino(), name, np.ino(), newName, flags); err != nil {
-			return err
-		}
 		// State that moves between owners changes owner with it.
-		if err := n.fs.reown(tx, np, newName); err != nil {
-			return err
+		victim, err = tx.RenameOwned(n.ino(), name, np.ino(), newName, flags, n.childPath(name), np.childPath(newName), n.fs.rules)
+		if err == nil && flags&index.RenameExchange == 0 {
+			crashpoint.Hit(crashpoint.RenameBeforeCommit)
 		}
-		if flags&index.RenameExchange != 0 {
-			return n.fs.reown(tx, n, name)
-		}
-		crashpoint.Hit(crashpoint.RenameBeforeCommit)
-		return nil
+		return err
 	})
 	if err != nil {
 		return errno(err)
@@ -447,14 +441,4 @@ func (f *FS) statStaging(rec *index.Inode, st *unix.Stat_t) error {
 		}
 	}
 	return unix.Stat(f.store.StagingPath(rec.Staging), st)
-}
-
-// reown gives the inode now called name in dir, and its subtree, the
-// owners of their new paths.
-func (f *FS) reown(tx *index.Tx, dir *node, name string) error {
-	d, err := tx.Lookup(dir.ino(), name)
-	if err != nil {
-		return err
-	}
-	return tx.Reown(d.Ino, dir.childPath(name), f.rules)
 }

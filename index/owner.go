@@ -151,6 +151,33 @@ func (tx *Tx) setRoot(prefix byte, ino uint64, id, parentID, old string) error {
 	}
 }
 
+// RenameOwned is Rename as a filesystem renames: what moved takes the
+// owners rules give its new path (Reown), the inode now at newPath and,
+// for an exchange, the one now at oldPath. It returns what Rename does.
+func (tx *Tx) RenameOwned(dir uint64, name string, newDir uint64, newName string, flags uint32, oldPath, newPath string, rules *owner.Rules) (*Inode, error) {
+	victim, err := tx.Rename(dir, name, newDir, newName, flags)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.reownName(newDir, newName, newPath, rules); err != nil {
+		return nil, err
+	}
+	if flags&RenameExchange != 0 {
+		if err := tx.reownName(dir, name, oldPath, rules); err != nil {
+			return nil, err
+		}
+	}
+	return victim, nil
+}
+
+func (tx *Tx) reownName(dir uint64, name, path string, rules *owner.Rules) error {
+	d, err := tx.Lookup(dir, name)
+	if err != nil {
+		return err
+	}
+	return tx.Reown(d.Ino, path, rules)
+}
+
 // Reown gives inode ino, named path (relative to the mount root), and
 // everything below it the owners rules assign to their paths, keeping the
 // job roots right. A rename that moves state between owners calls it.
