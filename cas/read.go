@@ -156,12 +156,12 @@ func (l *layout) decodeGroups(f *os.File, g0, g1 int, plain []byte) error {
 // that hold them (DESIGN invariant 5): a damaged group fails the reads that
 // need it with ErrCorrupt and no other read.
 func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
-	f, err := s.open(h)
-	if err != nil {
-		return 0, fmt.Errorf("cas: read %s: %w", h, err)
-	}
-	defer f.Close()
-	n, err := s.readAt(f, h, p, off)
+	// The chunk file is opened only if the read cache does not hold all
+	// the read needs: a reader of small blocks often asks again for a
+	// group it read part of.
+	c := &chunkFile{s: s, h: h}
+	defer c.close()
+	n, err := s.readAt(c, p, off)
 	if err != nil {
 		// A layout read from a damaged file must not outlive a repair.
 		s.cache.remove(layoutKey(h))
@@ -170,12 +170,40 @@ func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-func (s *Store) readAt(f *os.File, h Hash, p []byte, off int64) (int, error) {
+// chunkFile opens chunk h's file the first time a read needs it.
+type chunkFile struct {
+	s *Store
+	h Hash
+	f *os.File
+}
+
+func (c *chunkFile) file() (*os.File, error) {
+	if c.f == nil {
+		f, err := c.s.open(c.h)
+		if err != nil {
+			return nil, err
+		}
+		c.f = f
+	}
+	return c.f, nil
+}
+
+func (c *chunkFile) close() {
+	if c.f != nil {
+		c.f.Close()
+	}
+}
+
+func (s *Store) readAt(c *chunkFile, p []byte, off int64) (int, error) {
+	h := c.h
 	var l *layout
 	if v, ok := s.cache.get(layoutKey(h)); ok {
 		l = v.(*layout)
 	} else {
-		var err error
+		f, err := c.file()
+		if err != nil {
+			return 0, err
+		}
 		if l, err = readLayout(f); err != nil {
 			return 0, err
 		}
@@ -188,6 +216,10 @@ func (s *Store) readAt(f *os.File, h Hash, p []byte, off int64) (int, error) {
 	end := min(uint64(off)+uint64(len(p)), size)
 	p = p[:end-uint64(off)]
 	if l.hd.version == formatV1 {
+		f, err := c.file()
+		if err != nil {
+			return 0, err
+		}
 		bp := scratch.Get().(*[]byte)
 		defer scratch.Put(bp)
 		data, err := readV1(f, l.hd, *bp)
@@ -211,13 +243,17 @@ func (s *Store) readAt(f *os.File, h Hash, p []byte, off int64) (int, error) {
 				last-- // the last group is partly in p
 			}
 			to := min(uint64(last+1)*GroupSize, size)
+			f, err := c.file()
+			if err != nil {
+				return 0, err
+			}
 			if _, err := l.readGroups(f, h, g, last, p[pos-uint64(off):to-uint64(off)]); err != nil {
 				return 0, err
 			}
 			pos = to
 			continue
 		}
-		data, err := s.group(f, h, l, g)
+		data, err := s.group(c, l, g)
 		if err != nil {
 			return 0, err
 		}
@@ -230,12 +266,16 @@ func (s *Store) readAt(f *os.File, h Hash, p []byte, off int64) (int, error) {
 // or read and kept there: a reader of small blocks asks for the same group
 // several times in a row. Verified bytes stay right whatever happens to
 // the file later, since a chunk is named by its content.
-func (s *Store) group(f *os.File, h Hash, l *layout, g int) ([]byte, error) {
-	key := cacheKey{h, int32(g)}
+func (s *Store) group(c *chunkFile, l *layout, g int) ([]byte, error) {
+	key := cacheKey{c.h, int32(g)}
 	if v, ok := s.cache.get(key); ok {
 		return v.(group), nil
 	}
-	data, err := l.readGroups(f, h, g, g, nil)
+	f, err := c.file()
+	if err != nil {
+		return nil, err
+	}
+	data, err := l.readGroups(f, c.h, g, g, nil)
 	if err != nil {
 		return nil, err
 	}

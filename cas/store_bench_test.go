@@ -139,3 +139,25 @@ func BenchmarkReadAt(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadAtCached reads a 1 MiB chunk in 4 KiB ranges, over and
+// over, with the read cache, which soon holds every group: a read then
+// opens no file.
+func BenchmarkReadAtCached(b *testing.B) {
+	data := benchInputs[1].data
+	s, _ := openStore(b)
+	h := cas.Sum(data)
+	if _, err := s.Put(h, data); err != nil {
+		b.Fatal(err)
+	}
+	p := make([]byte, 4<<10)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	off := 0
+	for b.Loop() {
+		if _, err := s.ReadAt(h, p, int64(off)); err != nil {
+			b.Fatal(err)
+		}
+		off = (off + len(p)) % len(data)
+	}
+}
