@@ -4,6 +4,9 @@ package index
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"reflect"
 	"testing"
 
@@ -178,13 +181,34 @@ func TestJobRecordStringVerdicts(t *testing.T) {
 }
 
 // Every prefix is one kind of record: two kinds sharing a byte would read
-// each other's keys.
+// each other's keys. keys.go is read as source, so that a prefix added
+// there is checked without being listed anywhere else.
 func TestPrefixesDistinct(t *testing.T) {
-	seen := map[byte]bool{}
-	for _, p := range prefixes {
-		if seen[p] {
-			t.Errorf("prefix %q is listed twice", p)
+	f, err := parser.ParseFile(token.NewFileSet(), "keys.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
 		}
-		seen[p] = true
+		for _, spec := range g.Specs {
+			v := spec.(*ast.ValueSpec)
+			for i, name := range v.Names {
+				lit, ok := v.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.CHAR {
+					t.Fatalf("%s is not a one-byte character literal", name.Name)
+				}
+				if other, dup := seen[lit.Value]; dup {
+					t.Errorf("%s and %s are both %s", other, name.Name, lit.Value)
+				}
+				seen[lit.Value] = name.Name
+			}
+		}
+	}
+	if len(seen) < 18 {
+		t.Errorf("found %d prefixes in keys.go, want every kind of record: %v", len(seen), seen)
 	}
 }

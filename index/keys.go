@@ -26,11 +26,3 @@ const (
 	prefixAttic = 'a' // attic directory name -> ino
 	prefixHold  = 'h' // hold id -> Hold as JSON
 )
-
-// prefixes lists every prefix above, for the test that keeps them apart.
-var prefixes = []byte{
-	prefixVersion, prefixSeq,
-	prefixInode, prefixDirent, prefixXattr, prefixOrphan, prefixStaging, prefixManifest, prefixChunk, prefixGarbage,
-	prefixOwner, prefixOwnerByID, prefixJobRoot, prefixExecutorRoot, prefixJob, prefixExecutor,
-	prefixAttic, prefixHold,
-}
