@@ -59,26 +59,26 @@ func TestOpenReadOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// And a kill right after badger made its next memtable file, before it
-	// sized it.
-	unsized := t.TempDir()
+	// And the same with a stray memtable file of another size beside the
+	// log, as a kill while badger makes its next one can leave.
+	stray := t.TempDir()
 	for name := range files(t, killed) {
 		b, err := os.ReadFile(filepath.Join(killed, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(unsized, name), b, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(stray, name), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(unsized, "00099.mem"), make([]byte, 4096), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(stray, "00099.mem"), make([]byte, 4096), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	for _, tc := range []struct{ name, dir string }{{"closed", dir}, {"killed", killed}, {"killed making a memtable", unsized}} {
+	for _, tc := range []struct{ name, dir string }{{"closed", dir}, {"killed", killed}, {"killed, a stray memtable file", stray}} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := files(t, tc.dir)
 			scratch, _ := filepath.Glob(filepath.Join(os.TempDir(), "statefs-index-*"))
