@@ -16,10 +16,10 @@ import (
 // their names and syncs again, so a chunk's name still appears only for a
 // complete, synced file (DESIGN invariant 2). Nothing may refer to a chunk
 // Bulk stored before the Flush that follows it returns. A Bulk is for one
-// goroutine, and no Put of the same store may run meanwhile (a Put could
-// find a name that is not yet durable).
+// goroutine, and no Put to the same directory may run meanwhile (a Put
+// could find a name that is not yet durable).
 type Bulk struct {
-	s       *Store
+	s       *Chunks
 	pending [][2]string // temporary file, chunk name
 	buf     []byte
 }
@@ -27,8 +27,8 @@ type Bulk struct {
 // bulkBatch is how many chunks a Bulk writes between two flushes.
 const bulkBatch = 8192
 
-// Bulk starts a bulk load of the store.
-func (s *Store) Bulk() *Bulk { return &Bulk{s: s} }
+// Bulk starts a bulk load of the chunk directory.
+func (s *Chunks) Bulk() *Bulk { return &Bulk{s: s} }
 
 // Put stores data under h, which the caller computed as Sum(data), unless
 // a chunk with that hash is already stored; it flushes every bulkBatch
@@ -81,7 +81,7 @@ func (b *Bulk) Flush() error {
 	return b.syncfs()
 }
 
-// syncfs writes out the filesystem the store is on.
+// syncfs writes out the filesystem the chunk directory is on.
 func (b *Bulk) syncfs() error {
 	d, err := os.Open(b.s.dir)
 	if err != nil {

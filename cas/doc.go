@@ -20,8 +20,8 @@
 //
 // # Layout
 //
-// A store is one directory with 256 fan-out subdirectories named by the first
-// byte of the hash in hex; a chunk lives at <dir>/ab/abcdef...(64 hex digits).
+// A chunk directory has 256 fan-out subdirectories named by the first byte
+// of the hash in hex; a chunk lives at <dir>/ab/abcdef...(64 hex digits).
 // A chunk file is a 20-byte header, the tree, for a framed chunk a table, and
 // then the groups:
 //
@@ -62,5 +62,6 @@
 // The name therefore appears only for a complete, synced file (DESIGN invariant
 // 2), and linking (not renaming) makes exactly one of several concurrent Puts
 // of the same hash the writer. Temporary files left by a crash are removed by
-// Open, so Open must not run while another process writes to the same store.
+// Open, so Open must not run while another process writes to the same
+// directory.
 package cas

@@ -15,7 +15,7 @@ import (
 	"lukechampine.com/blake3/bao"
 )
 
-// DefaultReadCache is how many bytes a store keeps in memory for reads
+// DefaultReadCache is how many bytes Chunks keeps in memory for reads
 // unless told otherwise: the layouts of the chunks read last (about 0.4% of
 // a chunk) and the groups read last that a read needed only part of.
 const DefaultReadCache = 32 << 20
@@ -155,7 +155,7 @@ func (l *layout) decodeGroups(f *os.File, g0, g1 int, plain []byte) error {
 // filled (fewer at the chunk's end). It reads and verifies only the groups
 // that hold them (DESIGN invariant 5): a damaged group fails the reads that
 // need it with ErrCorrupt and no other read.
-func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
+func (s *Chunks) ReadAt(h Hash, p []byte, off int64) (int, error) {
 	// The chunk file is opened only if the read cache does not hold all
 	// the read needs: a reader of small blocks often asks again for a
 	// group it read part of.
@@ -172,7 +172,7 @@ func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
 
 // chunkFile opens chunk h's file the first time a read needs it.
 type chunkFile struct {
-	s *Store
+	s *Chunks
 	h Hash
 	f *os.File
 }
@@ -194,7 +194,7 @@ func (c *chunkFile) close() {
 	}
 }
 
-func (s *Store) readAt(c *chunkFile, p []byte, off int64) (int, error) {
+func (s *Chunks) readAt(c *chunkFile, p []byte, off int64) (int, error) {
 	h := c.h
 	var l *layout
 	if v, ok := s.cache.get(layoutKey(h)); ok {
@@ -266,7 +266,7 @@ func (s *Store) readAt(c *chunkFile, p []byte, off int64) (int, error) {
 // or read and kept there: a reader of small blocks asks for the same group
 // several times in a row. Verified bytes stay right whatever happens to
 // the file later, since a chunk is named by its content.
-func (s *Store) group(c *chunkFile, l *layout, g int) ([]byte, error) {
+func (s *Chunks) group(c *chunkFile, l *layout, g int) ([]byte, error) {
 	key := cacheKey{c.h, int32(g)}
 	if v, ok := s.cache.get(key); ok {
 		return v.(group), nil
@@ -284,7 +284,7 @@ func (s *Store) group(c *chunkFile, l *layout, g int) ([]byte, error) {
 }
 
 // open opens chunk h's file for reading.
-func (s *Store) open(h Hash) (*os.File, error) {
+func (s *Chunks) open(h Hash) (*os.File, error) {
 	f, err := os.OpenFile(s.path(h), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -299,7 +299,7 @@ func (s *Store) open(h Hash) (*os.File, error) {
 // uncompressed bytes, verified against h (DESIGN invariant 5), together with
 // every part of its file: the tree, the table and the padding. A missing
 // chunk gives ErrNotFound; a damaged one gives ErrCorrupt, never wrong bytes.
-func (s *Store) Get(h Hash, buf []byte) ([]byte, error) {
+func (s *Chunks) Get(h Hash, buf []byte) ([]byte, error) {
 	f, err := s.open(h)
 	if err != nil {
 		return nil, fmt.Errorf("cas: get %s: %w", h, err)
@@ -492,6 +492,6 @@ func (c *readCache) shrink() {
 	}
 }
 
-// SetReadCache bounds the memory the store keeps for reads (layouts of
-// chunks and groups read in part) to max bytes; 0 keeps nothing.
-func (s *Store) SetReadCache(max int64) { s.cache.resize(max) }
+// SetReadCache bounds the memory kept for reads (layouts of chunks and
+// groups read in part) to max bytes; 0 keeps nothing.
+func (s *Chunks) SetReadCache(max int64) { s.cache.resize(max) }

@@ -319,7 +319,7 @@ func FuzzChunkRead(f *testing.F) {
 	})
 }
 
-func ExampleStore_ReadAt() {
+func ExampleChunks_ReadAt() {
 	dir, _ := os.MkdirTemp("", "cas")
 	defer os.RemoveAll(dir)
 	s, _ := cas.Open(dir)

@@ -10,31 +10,32 @@ import (
 )
 
 var (
-	// ErrNotFound means the store has no chunk with the hash asked for.
+	// ErrNotFound means there is no chunk with the hash asked for.
 	ErrNotFound = errors.New("chunk not found")
 	// ErrCorrupt means a chunk file is damaged: a bad header, a truncated or
 	// undecodable payload, or bytes that do not match the hash (DESIGN invariant 5).
 	ErrCorrupt = errors.New("chunk corrupt")
-	// ErrReadOnly is a write asked of a store opened read-only.
+	// ErrReadOnly is a write asked of Chunks opened read-only.
 	ErrReadOnly = errors.New("chunk store opened read-only")
 )
 
 // tempPrefix starts the name of every temporary file; no chunk name has it.
 const tempPrefix = ".tmp-"
 
-// Store holds immutable chunk files under one directory (layout and crash
+// Chunks holds immutable chunk files under one directory (layout and crash
 // safety are described in the package documentation). Its methods are safe
 // for concurrent use. Errors from the operating system are wrapped, so
 // errors.Is(err, syscall.ENOSPC) and the like work.
-type Store struct {
+type Chunks struct {
 	dir      string
 	cache    *readCache
 	readOnly bool
 }
 
-// Open opens the store in dir, creating dir and its fan-out subdirectories if
-// needed, and removes the temporary files a crash left behind.
-func Open(dir string) (*Store, error) {
+// Open opens the chunk directory dir, creating it and its fan-out
+// subdirectories if needed, and removes the temporary files a crash left
+// behind.
+func Open(dir string) (*Chunks, error) {
 	if err := mkdirDurable(dir); err != nil {
 		return nil, fmt.Errorf("cas: open %s: %w", dir, err)
 	}
@@ -46,7 +47,7 @@ func Open(dir string) (*Store, error) {
 			created = true
 		case errors.Is(err, fs.ErrExist):
 			// Chunks are written and temporary files removed in here: never
-			// through a symlink to outside the store.
+			// through a symlink to outside the chunk directory.
 			if fi, err := os.Lstat(sub); err != nil {
 				return nil, fmt.Errorf("cas: open %s: %w", dir, err)
 			} else if !fi.IsDir() {
@@ -64,22 +65,22 @@ func Open(dir string) (*Store, error) {
 			return nil, fmt.Errorf("cas: open %s: %w", dir, err)
 		}
 	}
-	return &Store{dir: dir, cache: newReadCache(DefaultReadCache)}, nil
+	return &Chunks{dir: dir, cache: newReadCache(DefaultReadCache)}, nil
 }
 
-// OpenReadOnly opens the store in dir for reading: it creates, removes and
-// changes nothing there, and Put, Remove and Upgrade fail with ErrReadOnly.
-func OpenReadOnly(dir string) (*Store, error) {
+// OpenReadOnly opens the chunk directory dir for reading: it creates,
+// removes and changes nothing there, and Put, Remove and Upgrade fail with ErrReadOnly.
+func OpenReadOnly(dir string) (*Chunks, error) {
 	if fi, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("cas: open %s: %w", dir, err)
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("cas: open %s: not a directory", dir)
 	}
-	return &Store{dir: dir, cache: newReadCache(DefaultReadCache), readOnly: true}, nil
+	return &Chunks{dir: dir, cache: newReadCache(DefaultReadCache), readOnly: true}, nil
 }
 
-// writable fails a write to a store opened read-only.
-func (s *Store) writable(op string, h Hash) error {
+// writable fails a write to a chunk directory opened read-only.
+func (s *Chunks) writable(op string, h Hash) error {
 	if s.readOnly {
 		return fmt.Errorf("cas: %s %s: %w", op, h, ErrReadOnly)
 	}
@@ -114,7 +115,7 @@ func removeTemps(dir string) error {
 }
 
 // path returns the name of chunk h's file.
-func (s *Store) path(h Hash) string {
+func (s *Chunks) path(h Hash) string {
 	name := h.String()
 	return s.dir + string(filepath.Separator) + name[:2] + string(filepath.Separator) + name
 }
@@ -125,7 +126,7 @@ func (s *Store) path(h Hash) string {
 // When Put returns nil the chunk is durable. A failed Put leaves neither a
 // temporary file nor a partial chunk. data is at most MaxChunk bytes: Get
 // refuses longer chunks as damaged.
-func (s *Store) Put(h Hash, data []byte) (stored int64, err error) {
+func (s *Chunks) Put(h Hash, data []byte) (stored int64, err error) {
 	if err := s.writable("put", h); err != nil {
 		return 0, err
 	}
@@ -222,8 +223,8 @@ func syncDir(dir string) error {
 	return err
 }
 
-// Has reports whether chunk h is in the store.
-func (s *Store) Has(h Hash) (bool, error) {
+// Has reports whether chunk h is in the chunk directory.
+func (s *Chunks) Has(h Hash) (bool, error) {
 	_, err := os.Lstat(s.path(h))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -235,7 +236,7 @@ func (s *Store) Has(h Hash) (bool, error) {
 }
 
 // Size returns the number of bytes chunk h takes on disk.
-func (s *Store) Size(h Hash) (int64, error) {
+func (s *Chunks) Size(h Hash) (int64, error) {
 	fi, err := os.Lstat(s.path(h))
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("cas: size %s: %w", h, ErrNotFound)
@@ -248,7 +249,7 @@ func (s *Store) Size(h Hash) (int64, error) {
 
 // Remove deletes chunk h; a missing chunk is not an error. The removal is not
 // synced: if a crash undoes it, the chunk is merely garbage again.
-func (s *Store) Remove(h Hash) error {
+func (s *Chunks) Remove(h Hash) error {
 	if err := s.writable("remove", h); err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ func (s *Store) Remove(h Hash) error {
 
 // Hashes calls fn for every chunk on disk, as Walk does, without reading
 // each chunk's size.
-func (s *Store) Hashes(fn func(h Hash) error) error {
+func (s *Chunks) Hashes(fn func(h Hash) error) error {
 	return s.entries(func(h Hash, _ fs.DirEntry) error { return fn(h) })
 }
 
@@ -268,7 +269,7 @@ func (s *Store) Hashes(fn func(h Hash) error) error {
 // particular order, and stops at the first error fn returns, returning it
 // unchanged. Files that are not chunks (temporary files, foreign names) are
 // skipped. Chunks Put or removed during the walk may or may not be seen.
-func (s *Store) Walk(fn func(h Hash, size int64) error) error {
+func (s *Chunks) Walk(fn func(h Hash, size int64) error) error {
 	return s.entries(func(h Hash, e fs.DirEntry) error {
 		fi, err := e.Info()
 		if errors.Is(err, fs.ErrNotExist) {
@@ -282,7 +283,7 @@ func (s *Store) Walk(fn func(h Hash, size int64) error) error {
 }
 
 // entries calls fn for every chunk file's directory entry.
-func (s *Store) entries(fn func(h Hash, e fs.DirEntry) error) error {
+func (s *Chunks) entries(fn func(h Hash, e fs.DirEntry) error) error {
 	for i := range 256 {
 		sub := filepath.Join(s.dir, fmt.Sprintf("%02x", i))
 		entries, err := os.ReadDir(sub)

@@ -14,7 +14,7 @@ import (
 	"github.com/statefs/statefs/cas"
 )
 
-func openStore(t testing.TB) (*cas.Store, string) {
+func openStore(t testing.TB) (*cas.Chunks, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "chunks")
 	s, err := cas.Open(dir)
@@ -29,7 +29,7 @@ func chunkPath(dir string, h cas.Hash) string {
 	return filepath.Join(dir, h.String()[:2], h.String())
 }
 
-func put(t *testing.T, s *cas.Store, data []byte) cas.Hash {
+func put(t *testing.T, s *cas.Chunks, data []byte) cas.Hash {
 	t.Helper()
 	h := cas.Sum(data)
 	if _, err := s.Put(h, data); err != nil {

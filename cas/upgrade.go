@@ -14,8 +14,8 @@ import (
 // it is, for scrub and fsck to report. Each file is replaced atomically
 // (written beside, synced, renamed over), so a crash leaves the old file or
 // the new one, both readable, and a later Upgrade finishes the work.
-// Nothing else may use the store meanwhile.
-func (s *Store) Upgrade() (upgraded, damaged int, err error) {
+// Nothing else may use the chunk directory meanwhile.
+func (s *Chunks) Upgrade() (upgraded, damaged int, err error) {
 	if s.readOnly {
 		return 0, 0, fmt.Errorf("cas: upgrade: %w", ErrReadOnly)
 	}

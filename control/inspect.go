@@ -165,7 +165,7 @@ func Inspect(s *store.Store, path string) (*Inspection, error) {
 		in.Size = uint64(fi.Size())
 	}
 	if in.Content == "sealed" {
-		if err := in.share(s.Chunks, m); err != nil {
+		if err := in.share(s, m); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -223,7 +223,7 @@ func fileMode(m uint32) (string, iofs.FileMode) {
 // share fills in the chunks' sizes on disk and the file's Sharing. A chunk
 // is unique to the file when all its references are the file's own
 // extents (content repeated inside one file is still unique to it).
-func (in *Inspection) share(chunks *cas.Store, m *manifest.Manifest) error {
+func (in *Inspection) share(s *store.Store, m *manifest.Manifest) error {
 	own := map[string]uint64{}
 	for _, e := range in.Extents {
 		own[e.Chunk]++
@@ -232,7 +232,7 @@ func (in *Inspection) share(chunks *cas.Store, m *manifest.Manifest) error {
 	counted := map[string]bool{}
 	for i := range in.Extents {
 		e := &in.Extents[i]
-		size, err := chunks.Size(m.Extents[i].Hash)
+		size, err := s.ChunkSize(m.Extents[i].Hash)
 		switch {
 		case errors.Is(err, cas.ErrNotFound):
 			e.Missing = true
@@ -402,7 +402,7 @@ func DU(s *store.Store, by Grouping) (*DiskUsage, error) {
 	}
 	du := &DiskUsage{By: by}
 	sizes := map[cas.Hash]int64{}
-	err = s.Chunks.Walk(func(h cas.Hash, size int64) error {
+	err = s.WalkChunks(func(h cas.Hash, size int64) error {
 		if users[h] == 0 {
 			du.UnreferencedChunks++
 			du.UnreferencedBytes += size

@@ -71,7 +71,7 @@ func (f *fixture) diskBytes(in *control.Inspection) int64 {
 		if err != nil {
 			f.T.Fatal(err)
 		}
-		size, err := f.S.Chunks.Size(h)
+		size, err := f.S.ChunkSize(h)
 		if err != nil {
 			f.T.Fatal(err)
 		}

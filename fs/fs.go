@@ -25,8 +25,8 @@
 // Locks, in the order they are taken (DESIGN.md, "Concurrency", has every
 // path): an open's or a release's openOrder stripe; a file's mu; then FS.mu,
 // FS.sealMu, the store's locks and an index transaction (DB.writeMu). Inside
-// a transaction only FS.notedMu and go-fuse's node locks (reading a node's
-// path) are taken. No path holds two files' mu. The holder's lock guards
+// a transaction only go-fuse's node locks (reading a node's path) are
+// taken. No path holds two files' mu. The holder's lock guards
 // its own fields only.
 package fs
 
@@ -93,12 +93,6 @@ type FS struct {
 	closed     atomic.Bool
 
 	holds *hold.Holder // nil unless deletes are held
-
-	// notedMu guards noted. It is taken inside index transactions (Link
-	// notes a write in its own), so after DB.writeMu, and nothing is taken
-	// while it is held.
-	notedMu sync.Mutex
-	noted   map[uint64]int64 // owner → when a write under it was last noted (noteDue)
 }
 
 // New makes the filesystem over an open store and returns its root node.
@@ -111,7 +105,7 @@ func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedd
 		opts.Rules = owner.FlinkRules()
 	}
 	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, kernelKnows: map[uint64]*gofs.Inode{},
-		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers), noted: map[uint64]int64{}}
+		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
 	for _, ino := range unsealed {
 		f.scheduleSeal(ino)
 	}

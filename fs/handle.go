@@ -8,7 +8,6 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -377,8 +376,8 @@ func (f *FS) afterClose(ino uint64, wrote, last bool) {
 		o, err = tx.Owner(rec.Owner)
 		return err
 	})
-	if now := index.Now(); err == nil && wrote && o.Executor != "" && f.noteDue(rec.Owner, now) {
-		err = f.store.Index.Update(func(tx *index.Tx) error { return tx.NoteWrite(o, now) })
+	if err == nil && wrote {
+		err = f.store.Index.NoteWrite(o, index.Now())
 	}
 	if err != nil {
 		if !errors.Is(err, index.ErrNotFound) {
@@ -395,29 +394,6 @@ func (f *FS) afterClose(ino uint64, wrote, last bool) {
 	case rec.Staging != 0:
 		f.scheduleSeal(ino)
 	}
-}
-
-// noteEvery is how often the writes under one owner are noted in its job
-// and executor records at most: a checkpoint closes thousands of files in
-// a second, and the records' last-write times need no finer grain. They
-// lag the last write by less than noteEvery; the collector keeps any inode
-// written after its cutoff by the inode's own times whatever the records
-// say, and its cutoff is the grace period, minutes, before now.
-const noteEvery = time.Second
-
-// noteDue says whether a write under owner, closed at now, is to be noted:
-// the first for the owner in noteEvery is.
-func (f *FS) noteDue(owner uint64, now int64) bool {
-	f.notedMu.Lock()
-	defer f.notedMu.Unlock()
-	if last, ok := f.noted[owner]; ok && now-last < int64(noteEvery) && now >= last {
-		return false
-	}
-	if len(f.noted) >= 4096 {
-		clear(f.noted) // owners are many only over time: start again
-	}
-	f.noted[owner] = now
-	return true
 }
 
 // reapIfUnused deletes an inode that lost its last name, unless a handle

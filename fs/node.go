@@ -241,20 +241,11 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	if !ok {
 		return nil, syscall.EPERM
 	}
-	// The new name belongs to the owner of its path, whoever owns the
-	// others: a link is a write of that owner's state (a checkpoint, or a
-	// restore, made of links), noted as a close notes a write.
 	owner := n.fs.rules.Owner(n.childPath(name))
 	var rec *index.Inode
 	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
-		if rec, err = tx.Link(n.ino(), name, t.ino()); err != nil || owner.Executor == "" {
-			return err
-		}
-		id, err := tx.OwnerID(owner)
-		if err != nil || !n.fs.noteDue(id, rec.Ctime) {
-			return err
-		}
-		return tx.NoteWrite(owner, rec.Ctime)
+		rec, err = tx.LinkOwned(n.ino(), name, t.ino(), owner)
+		return err
 	})
 	if errors.Is(err, index.ErrIsDir) {
 		return nil, syscall.EPERM

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -470,28 +469,23 @@ func TestRemoveForTheCollector(t *testing.T) {
 	}
 }
 
-// Writes in a job's tree are noted in the job's record: a writer's close
-// notes its write, once a second per owner at most, and a link notes the
-// new name's owner.
+// Writes in a job's tree are noted in the job's record: a create, a
+// writer's close and a link each note theirs, once a second per owner at
+// most, and always after the record was deleted; a reader's close notes
+// nothing.
 func TestWritesAreNotedInTheJob(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, Options{})
 	sub := k.mkdirAll(subtaskPath)
-	created := k.job(testJob)
-	if created == nil {
+	if k.job(testJob) == nil {
 		t.Fatalf("making the job's tree made no job record")
 	}
 	e, fh, errno := k.create(root, sub.node, "000001.sst", 0o644)
 	if errno != 0 {
 		t.Fatalf("create: %v", errno)
 	}
-	time.Sleep(time.Millisecond)
-	closed := index.Now()
 	k.release(e.node, fh)
 	j := k.job(testJob)
-	if j.LastWrite < closed {
-		t.Errorf("a writer's close left the job's last write at %d, before the close at %d", j.LastWrite, closed)
-	}
 	if !slices.Contains(j.Allocations, testAlloc) || !slices.Contains(j.Executors, "executor-1") {
 		t.Errorf("the job record lacks the allocation or executor: %+v", j)
 	}
@@ -504,13 +498,23 @@ func TestWritesAreNotedInTheJob(t *testing.T) {
 	if again := k.job(testJob); again.LastWrite != j.LastWrite {
 		t.Errorf("a second close within a second was noted too: %d, then %d", j.LastWrite, again.LastWrite)
 	}
-	// A reader's close notes nothing.
-	k.fs.notedMu.Lock()
-	clear(k.fs.noted)
-	k.fs.notedMu.Unlock()
+	// Once the record is gone, a reader's close does not make it again; a
+	// writer's close does, at once.
+	if err := k.store.Index.Update(func(tx *index.Tx) error { return tx.DeleteJob(testJob) }); err != nil {
+		t.Fatal(err)
+	}
 	k.readFile(e.node, 1)
-	if again := k.job(testJob); again.LastWrite != j.LastWrite {
-		t.Errorf("a reader's close was noted as a write")
+	if again := k.job(testJob); again != nil {
+		t.Errorf("a reader's close was noted as a write: %+v", again)
+	}
+	closed := index.Now()
+	fh, _, errno = k.open(root, e.node, syscall.O_WRONLY)
+	if errno != 0 {
+		t.Fatalf("open: %v", errno)
+	}
+	k.release(e.node, fh)
+	if again := k.job(testJob); again == nil || again.LastWrite < closed {
+		t.Errorf("a writer's close after the record was deleted noted no write at %d: %+v", closed, again)
 	}
 
 	// A link into another job's tree notes a write of that job.

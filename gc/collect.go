@@ -366,7 +366,7 @@ func (c *Collector) wouldFree() (store.Swept, error) {
 			if refs > d {
 				continue
 			}
-			size, err := c.Store.Chunks.Size(h)
+			size, err := c.Store.ChunkSize(h)
 			if err != nil {
 				continue // missing: nothing on disk to free
 			}

@@ -73,10 +73,13 @@ type DB struct {
 	// stagingDropped removes a staging file whose reference a commit
 	// dropped (OnStagingDropped).
 	stagingDropped func(id uint64)
+	// notes lets NoteWrite skip a record's update within a second of the
+	// last (note.go).
+	notes notes
 	// writeMu makes Update the single writer. Callers may hold a file's mu
 	// in fs, the store's sweeping lock or control's collector lock; inside
-	// a transaction fs takes only FS.notedMu and go-fuse's node locks (to
-	// read a node's path). A transaction's function never calls Update.
+	// a transaction fs takes only go-fuse's node locks (to read a node's
+	// path), and the index its notes' lock. A transaction's function never calls Update.
 	writeMu sync.Mutex
 	inos    *badger.Sequence
 	staging *badger.Sequence

@@ -67,6 +67,7 @@ func storedVerdict(name string) Verdict {
 
 // DeleteJob removes the record of job id.
 func (tx *Tx) DeleteJob(id string) error {
+	tx.db.notes.forget()
 	return tx.del(append([]byte{prefixJob}, id...))
 }
 
@@ -137,6 +138,7 @@ func (tx *Tx) Executors() ([]*Executor, error) {
 
 // DeleteExecutor removes the record of executor id.
 func (tx *Tx) DeleteExecutor(id string) error {
+	tx.db.notes.forget()
 	return tx.del(append([]byte{prefixExecutor}, id...))
 }
 

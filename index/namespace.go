@@ -106,7 +106,8 @@ func (tx *Tx) Create(parent uint64, name string, n *Inode) error {
 
 // CreateOwned is Create as a filesystem makes a new name: the inode n (Ino
 // from DB.NewIno) belongs to o, the owner of its path, and o's job and
-// executor note the write; in a setgid directory it takes the directory's
+// executor note the write (at most once a second for o: noteWrite); in a
+// setgid directory it takes the directory's
 // group, and a new directory stays setgid.
 func (tx *Tx) CreateOwned(parent uint64, name string, n *Inode, o owner.Owner) error {
 	dir, err := tx.Inode(parent)
@@ -125,7 +126,7 @@ func (tx *Tx) CreateOwned(parent uint64, name string, n *Inode, o owner.Owner) e
 	if err := tx.Create(parent, name, n); err != nil {
 		return err
 	}
-	return tx.NoteWrite(o, n.Ctime)
+	return tx.noteWrite(o, n.Ctime)
 }
 
 // create is Create of a name born at born.
@@ -156,6 +157,18 @@ func (tx *Tx) create(parent uint64, name string, n *Inode, born int64) error {
 		return err
 	}
 	return tx.PutInode(p)
+}
+
+// LinkOwned is Link as a filesystem makes a new name: the new name belongs
+// to o, the owner of its path, whoever owns the inode's other names, and a
+// link is a write of o's state (a checkpoint, or a restore, made of
+// links), noted as CreateOwned notes one.
+func (tx *Tx) LinkOwned(parent uint64, name string, ino uint64, o owner.Owner) (*Inode, error) {
+	n, err := tx.Link(parent, name, ino)
+	if err != nil {
+		return nil, err
+	}
+	return n, tx.noteWrite(o, n.Ctime)
 }
 
 // dir reads inode ino and checks that it is a directory.

@@ -53,7 +53,7 @@ func OpenReadOnly(dir string) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	if s.Chunks, err = cas.OpenReadOnly(filepath.Join(dir, "chunks")); err != nil {
+	if s.chunks, err = cas.OpenReadOnly(filepath.Join(dir, "chunks")); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -161,7 +161,7 @@ type lostChunk struct {
 // sorted.
 func (s *Store) chunkFiles() ([]cas.Hash, error) {
 	var files []cas.Hash
-	err := s.Chunks.Hashes(func(h cas.Hash) error { files = append(files, h); return nil })
+	err := s.chunks.Hashes(func(h cas.Hash) error { files = append(files, h); return nil })
 	slices.SortFunc(files, compareHash)
 	return files, err
 }
@@ -183,7 +183,7 @@ func (s *Store) lostChunks(ctx context.Context, used, files []cas.Hash, verify b
 		_, regular := slices.BinarySearchFunc(files, h, compareHash)
 		switch {
 		case !regular:
-			switch ok, err := s.Chunks.Has(h); {
+			switch ok, err := s.chunks.Has(h); {
 			case err != nil:
 				lost[h] = lostChunk{ProblemCorruptChunk, err.Error()}
 			case ok:
@@ -192,7 +192,7 @@ func (s *Store) lostChunks(ctx context.Context, used, files []cas.Hash, verify b
 				lost[h] = lostChunk{ProblemMissingChunk, "missing from the chunk store"}
 			}
 		case verify:
-			b, err := s.Chunks.Get(h, buf)
+			b, err := s.chunks.Get(h, buf)
 			switch {
 			case errors.Is(err, cas.ErrNotFound):
 				lost[h] = lostChunk{ProblemMissingChunk, "missing from the chunk store"}

@@ -53,7 +53,7 @@ func (s *Store) ReadAt(ino uint64, m *manifest.Manifest, dst []byte, off int64) 
 			pos = e.Off
 		}
 		want := min(end, e.Off+uint64(e.Len)) - pos
-		got, err := s.Chunks.ReadAt(e.Hash, dst[pos-uint64(off):][:want], int64(pos-e.Off))
+		got, err := s.chunks.ReadAt(e.Hash, dst[pos-uint64(off):][:want], int64(pos-e.Off))
 		if err == nil && uint64(got) != want {
 			err = fmt.Errorf("%w: chunk ends %d bytes before the manifest says", cas.ErrCorrupt, want-uint64(got))
 		}
@@ -64,3 +64,7 @@ func (s *Store) ReadAt(ino uint64, m *manifest.Manifest, dst []byte, off int64) 
 	}
 	return n, nil
 }
+
+// SetReadCache bounds the memory that reads of sealed content keep
+// (layouts of chunks and verified groups) to max bytes; 0 keeps nothing.
+func (s *Store) SetReadCache(max int64) { s.chunks.SetReadCache(max) }

@@ -115,7 +115,7 @@ func TestReadAtManifest(t *testing.T) {
 	a, b := random(1000, 16), random(500, 17)
 	ha, hb := cas.Sum(a), cas.Sum(b)
 	for _, c := range [][]byte{a, b} {
-		if _, err := s.Chunks.Put(cas.Sum(c), c); err != nil {
+		if _, err := store.Chunks(s).Put(cas.Sum(c), c); err != nil {
 			t.Fatal(err)
 		}
 	}

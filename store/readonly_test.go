@@ -42,10 +42,10 @@ func TestOpenReadOnlyChangesNothing(t *testing.T) {
 		t.Errorf("Index.Update on a read-only store: %v, want ErrReadOnly", err)
 	}
 	data := []byte("a new chunk")
-	if _, err := s.Chunks.Put(cas.Sum(data), data); !errors.Is(err, cas.ErrReadOnly) {
+	if _, err := store.Chunks(s).Put(cas.Sum(data), data); !errors.Is(err, cas.ErrReadOnly) {
 		t.Errorf("Chunks.Put on a read-only store: %v, want ErrReadOnly", err)
 	}
-	if err := s.Chunks.Remove(cs.chunk); !errors.Is(err, cas.ErrReadOnly) {
+	if err := store.Chunks(s).Remove(cs.chunk); !errors.Is(err, cas.ErrReadOnly) {
 		t.Errorf("Chunks.Remove on a read-only store: %v, want ErrReadOnly", err)
 	}
 	// A daemon cannot take the store meanwhile.

@@ -82,7 +82,7 @@ func (s *Store) removeLost(h cas.Hash) error {
 	if refs > 0 {
 		return fmt.Errorf("chunk %s is lost but still has %d references", h, refs)
 	}
-	if err := s.Chunks.Remove(h); err != nil && !errors.Is(err, cas.ErrNotFound) {
+	if err := s.chunks.Remove(h); err != nil && !errors.Is(err, cas.ErrNotFound) {
 		return fmt.Errorf("removing damaged chunk: %w", err)
 	}
 	return nil

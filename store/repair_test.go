@@ -184,7 +184,7 @@ func TestScrubUnderSweep(t *testing.T) {
 	for i := range 4 {
 		b := random(600<<10, uint64(30+i))
 		h := cas.Sum(b)
-		_, err := s.Chunks.Put(h, b)
+		_, err := store.Chunks(s).Put(h, b)
 		must(t, err)
 		garbage = append(garbage, h)
 	}

@@ -112,7 +112,7 @@ func (s *Store) chunkFile(f *os.File, st *unix.Stat_t, x *Sealed) error {
 			// (DESIGN invariant 3).
 			s.guard.pin(h)
 			x.pinned = append(x.pinned, h)
-			stored, err := s.Chunks.Put(h, data)
+			stored, err := s.chunks.Put(h, data)
 			if err != nil {
 				return err
 			}

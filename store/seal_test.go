@@ -47,7 +47,7 @@ func checkExtents(t *testing.T, s *store.Store, m *manifest.Manifest, content []
 			t.Fatalf("extent %d %+v out of order or outside size %d", i, e, m.Size)
 		}
 		end = e.End()
-		b, err := s.Chunks.Get(e.Hash, nil)
+		b, err := store.Chunks(s).Get(e.Hash, nil)
 		if err != nil {
 			t.Fatalf("extent %d: chunk %s: %v", i, e.Hash, err)
 		}

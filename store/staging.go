@@ -204,7 +204,7 @@ func (s *Store) Unseal(n *index.Inode, size uint64) (uint64, *os.File, error) {
 		if e.Off >= size {
 			break
 		}
-		if buf, err = s.Chunks.Get(e.Hash, buf); err != nil {
+		if buf, err = s.chunks.Get(e.Hash, buf); err != nil {
 			return fail(err)
 		}
 		if _, err := f.WriteAt(buf[:min(uint64(len(buf)), size-e.Off)], int64(e.Off)); err != nil {

@@ -28,7 +28,7 @@ func (s *Store) Stats() (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	err = s.Chunks.Walk(func(_ cas.Hash, size int64) error {
+	err = s.chunks.Walk(func(_ cas.Hash, size int64) error {
 		st.ChunkFiles++
 		st.ChunkBytes += size
 		return nil
@@ -53,3 +53,10 @@ func (s *Store) Stats() (Stats, error) {
 	}
 	return st, nil
 }
+
+// ChunkSize is the size on disk of chunk h; cas.ErrNotFound if the store
+// has no such chunk.
+func (s *Store) ChunkSize(h cas.Hash) (int64, error) { return s.chunks.Size(h) }
+
+// WalkChunks calls fn with the hash and the size on disk of every chunk.
+func (s *Store) WalkChunks(fn func(h cas.Hash, size int64) error) error { return s.chunks.Walk(fn) }

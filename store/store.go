@@ -45,7 +45,7 @@ var ErrInUse = errors.New("store is in use by another statefs process")
 type Store struct {
 	Dir    string
 	Index  *index.DB
-	Chunks *cas.Store
+	chunks *cas.Chunks
 	lock   *os.File
 	// guard keeps the chunks a seal has found or stored from a sweep until
 	// its commit (guard.go).
@@ -122,7 +122,7 @@ func (s *Store) open() error {
 	}
 	// A staging file goes once the index no longer refers to it.
 	s.Index.OnStagingDropped(s.RemoveStaging)
-	if s.Chunks, err = cas.Open(filepath.Join(s.Dir, "chunks")); err != nil {
+	if s.chunks, err = cas.Open(filepath.Join(s.Dir, "chunks")); err != nil {
 		return err
 	}
 	return nil
@@ -169,7 +169,7 @@ func formatLine() []byte { return []byte(fmt.Sprintf("%s%d\n", formatPrefix, For
 // leaves FORMAT at version 1, and the next Open finishes the upgrade.
 func (s *Store) upgrade() error {
 	slog.Info("upgrading the store's chunk files to the current format", "store", s.Dir, "format", FormatVersion)
-	upgraded, damaged, err := s.Chunks.Upgrade()
+	upgraded, damaged, err := s.chunks.Upgrade()
 	if err != nil {
 		return err
 	}

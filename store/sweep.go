@@ -37,7 +37,7 @@ func (s *Store) Sweep(dryRun bool) (Swept, error) {
 	defer s.sweeping.Unlock()
 	var candidates []cas.Hash
 	err := s.Index.View(func(tx *index.Tx) error {
-		return s.Chunks.Hashes(func(h cas.Hash) error {
+		return s.chunks.Hashes(func(h cas.Hash) error {
 			refs, err := tx.ChunkRefs(h)
 			if err == nil && refs == 0 {
 				candidates = append(candidates, h)
@@ -90,7 +90,7 @@ func (s *Store) sweepBatch(candidates []cas.Hash, dryRun bool, swept *Swept) err
 			if s.beforeRemove != nil {
 				s.beforeRemove(h)
 			}
-			size, err := s.Chunks.Size(h)
+			size, err := s.chunks.Size(h)
 			if errors.Is(err, cas.ErrNotFound) {
 				return nil
 			}
@@ -98,7 +98,7 @@ func (s *Store) sweepBatch(candidates []cas.Hash, dryRun bool, swept *Swept) err
 				return err
 			}
 			if !dryRun {
-				if err := s.Chunks.Remove(h); err != nil {
+				if err := s.chunks.Remove(h); err != nil {
 					return err
 				}
 				crashpoint.Hit(crashpoint.SweepChunkRemoved)

@@ -69,7 +69,7 @@ func fsckCommand() *cli.Command {
 				return err
 			}
 			chunks := 0
-			if err := s.Chunks.Walk(func(cas.Hash, int64) error { chunks++; return nil }); err != nil {
+			if err := s.WalkChunks(func(cas.Hash, int64) error { chunks++; return nil }); err != nil {
 				return err
 			}
 			errs := 0

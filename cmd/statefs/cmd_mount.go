@@ -167,7 +167,7 @@ func runMount(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	s.Chunks.SetReadCache(opts.ReadCache)
+	s.SetReadCache(opts.ReadCache)
 	var m *metrics.Metrics // nil records nothing
 	if metricsLn != nil {
 		m = metrics.New(s)

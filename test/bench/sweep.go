@@ -87,12 +87,18 @@ func buildChunkStore(dir string, chunks, perFile int) error {
 		return err
 	}
 	defer s.Close()
+	// The chunks go in through the chunk store of the store's directory
+	// itself, in bulk: nothing else writes there while this builds.
+	chunkStore, err := cas.Open(filepath.Join(dir, "chunks"))
+	if err != nil {
+		return err
+	}
 	const builders, group = 4, 8
 	files := chunks / perFile
 	var g errgroup.Group
 	for w := range builders {
 		g.Go(func() error {
-			bulk := s.Chunks.Bulk()
+			bulk := chunkStore.Bulk()
 			data := make([]byte, 64)
 			copy(data[8:], "a chunk of the collector workload, 64 bytes long.")
 			for first := w * group; first < files; first += builders * group {
