@@ -99,21 +99,40 @@ func (f *FS) knownNode(ino uint64) *gofs.Inode {
 	return nil
 }
 
+// reapAtForget reports whether the kernel holds a node for inode ino, which
+// has no name left, and if so has the kernel's FORGET of it reap the inode.
+func (f *FS) reapAtForget(ino uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.kernelKnows[ino]; n == nil || n.Forgotten() {
+		return false
+	}
+	f.nameless[ino] = struct{}{}
+	return true
+}
+
 // forgotten records that the kernel dropped node n of inode ino, and
-// reaps the inode if it has no name left (the collector may have reaped it
-// already).
+// reaps the inode if a reap waited for that (reapAtForget). Any other
+// FORGET costs no index read.
 func (f *FS) forgotten(n *gofs.Inode, ino uint64) {
 	f.mu.Lock()
-	if f.kernelKnows[ino] == n {
+	_, reap := f.nameless[ino]
+	if f.kernelKnows[ino] != n {
+		reap = false // a node go-fuse dropped for the one it registered first
+	} else {
 		delete(f.kernelKnows, ino)
+		delete(f.nameless, ino)
 	}
 	f.mu.Unlock()
+	if !reap {
+		return
+	}
 	var rec *index.Inode
 	err := f.store.Index.View(func(tx *index.Tx) (err error) {
 		rec, err = tx.Inode(ino)
 		return err
 	})
-	if err == nil {
+	if err == nil { // the collector may have reaped it already
 		f.reapIfUnused(rec)
 	}
 }

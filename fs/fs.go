@@ -76,12 +76,13 @@ type FS struct {
 	opts  Options
 	rules *owner.Rules
 
-	// mu guards files (and each file's refs) and kernelKnows. It is taken
-	// after a file's mu (reap), never before one, and nothing is taken
-	// while it is held.
+	// mu guards files (and each file's refs), kernelKnows and nameless.
+	// It is taken after a file's mu (reap), never before one, and nothing
+	// is taken while it is held.
 	mu          sync.Mutex
 	files       map[uint64]*file
 	kernelKnows map[uint64]*gofs.Inode // inodes the kernel holds a node for
+	nameless    map[uint64]struct{}    // of those, the ones with no name left, for their FORGET to reap
 
 	// sealMu guards sealTimers and closing closed against new timers. It
 	// is taken after a file's mu (a truncate or a failed commit schedules
@@ -104,7 +105,7 @@ func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedd
 	if opts.Rules == nil {
 		opts.Rules = owner.FlinkRules()
 	}
-	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, kernelKnows: map[uint64]*gofs.Inode{},
+	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, kernelKnows: map[uint64]*gofs.Inode{}, nameless: map[uint64]struct{}{},
 		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
 	for _, ino := range unsealed {
 		f.scheduleSeal(ino)

@@ -414,7 +414,7 @@ func (f *FS) reap(rec *index.Inode, kernelKnows bool) bool {
 	defer f.release(st)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.opens > 0 || kernelKnows && f.knownNode(rec.Ino) != nil {
+	if st.opens > 0 || kernelKnows && f.reapAtForget(rec.Ino) {
 		return false
 	}
 	err := f.store.Index.Update(func(tx *index.Tx) error {

@@ -256,6 +256,8 @@ func options(dir string) (badger.Options, error) {
 		WithIndexCacheSize(16 << 20).
 		WithValueLogFileSize(64 << 20).
 		WithValueThreshold(64 << 10).
+		WithNumCompactors(2).
+		WithBaseTableSize(1 << 20).
 		WithCompactL0OnClose(false), nil
 }
 
