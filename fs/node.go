@@ -316,6 +316,16 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 }
 
 func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	entries, err := n.entries()
+	if err != nil {
+		return nil, errno(err)
+	}
+	return gofs.NewListDirStream(entries), 0
+}
+
+// entries lists this directory as readdir returns it: ".", "..", the
+// .statefs view in the root, then the names in order.
+func (n *node) entries() ([]fuse.DirEntry, error) {
 	var entries []fuse.DirEntry
 	err := n.fs.store.Index.View(func(tx *index.Tx) error {
 		rec, err := tx.Inode(n.ino())
@@ -333,10 +343,7 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 			return true
 		})
 	})
-	if err != nil {
-		return nil, errno(err)
-	}
-	return gofs.NewListDirStream(entries), 0
+	return entries, err
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {

@@ -72,8 +72,14 @@ func (tx *Tx) putDirent(parent uint64, d Dirent) error {
 // ReadDir calls fn for each entry of directory dir in name order until fn
 // returns false.
 func (tx *Tx) ReadDir(dir uint64, fn func(Dirent) bool) error {
+	return tx.ReadDirFrom(dir, "", fn)
+}
+
+// ReadDirFrom is ReadDir from the first name not before from, in the
+// names' byte order.
+func (tx *Tx) ReadDirFrom(dir uint64, from string, fn func(Dirent) bool) error {
 	prefix := inoKey(prefixDirent, dir)
-	return tx.scan(prefix, true, func(k, v []byte) (bool, error) {
+	return tx.scanFrom(prefix, inoNameKey(prefixDirent, dir, from), true, func(k, v []byte) (bool, error) {
 		d, err := decodeDirent(string(k[len(prefix):]), v)
 		if err != nil {
 			return false, err
