@@ -87,6 +87,7 @@ func (f *FS) known(ino uint64, n *gofs.Inode) {
 	if old := f.kernelKnows[ino]; old == nil || old == n || old.Forgotten() {
 		f.kernelKnows[ino] = n
 	}
+	f.evictIfMany()
 }
 
 // knownNode is the node the kernel holds for inode ino, if any.

@@ -68,6 +68,9 @@ type Options struct {
 	Hold hold.Options
 	// Sealed, if set, is told how long each committed seal took (metrics).
 	Sealed func(took time.Duration)
+	// MaxKernelInodes bounds the inodes the kernel may hold the daemon to
+	// (evict.go); 0 sets no bound.
+	MaxKernelInodes int
 }
 
 // FS is the state one mount shares between its nodes.
@@ -76,13 +79,14 @@ type FS struct {
 	opts  Options
 	rules *owner.Rules
 
-	// mu guards files (and each file's refs), kernelKnows and nameless.
-	// It is taken after a file's mu (reap), never before one, and nothing
-	// is taken while it is held.
+	// mu guards files (and each file's refs), kernelKnows, nameless and
+	// evicting. It is taken after a file's mu (reap), never before one,
+	// and only go-fuse's node locks are taken while it is held.
 	mu          sync.Mutex
 	files       map[uint64]*file
 	kernelKnows map[uint64]*gofs.Inode // inodes the kernel holds a node for
 	nameless    map[uint64]struct{}    // of those, the ones with no name left, for their FORGET to reap
+	evicting    bool                   // an eviction is under way (evict.go)
 
 	// sealMu guards sealTimers and closing closed against new timers. It
 	// is taken after a file's mu (a truncate or a failed commit schedules

@@ -23,11 +23,14 @@ const (
 
 // Status is what .statefs/status.json shows.
 type Status struct {
-	Store       string `json:"store"`
-	Unsealed    int    `json:"unsealed"`    // files whose content waits in staging
-	OpenFiles   int    `json:"open_files"`  // inodes with open handles or seals running
-	Passthrough bool   `json:"passthrough"` // staging files served by the kernel directly
-	DiskFull    bool   `json:"disk_full"`   // new content gets ENOSPC until space is freed (store.Full)
+	Store     string `json:"store"`
+	Unsealed  int    `json:"unsealed"`   // files whose content waits in staging
+	OpenFiles int    `json:"open_files"` // inodes with open handles or seals running
+	// KernelInodes are the inodes the kernel holds a node of the daemon's
+	// for; the daemon asks it to drop some past --max-kernel-inodes.
+	KernelInodes int  `json:"kernel_inodes"`
+	Passthrough  bool `json:"passthrough"` // staging files served by the kernel directly
+	DiskFull     bool `json:"disk_full"`   // new content gets ENOSPC until space is freed (store.Full)
 }
 
 // Status reports the filesystem's current state.
@@ -39,6 +42,7 @@ func (f *FS) Status() (Status, error) {
 	})
 	f.mu.Lock()
 	s.OpenFiles = len(f.files)
+	s.KernelInodes = len(f.kernelKnows)
 	f.mu.Unlock()
 	return s, err
 }

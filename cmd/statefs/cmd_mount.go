@@ -46,6 +46,7 @@ func mountCommand() *cli.Command {
 			&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics on /metrics and health probes on /healthz at `ADDR`, e.g. :9810"},
 			&cli.StringFlag{Name: "read-ahead", Value: "4MiB", Usage: "how far the kernel reads ahead of a sequential reader (`SIZE`; 0: the kernel's default)"},
 			&cli.StringFlag{Name: "read-cache", Value: "32MiB", Usage: "memory kept for reads of sealed content: the verification trees of the chunks read last (about 4 KiB per MiB of content) and the 16 KiB groups small reads needed (`SIZE`)"},
+			&cli.IntFlag{Name: "max-kernel-inodes", Value: fs.DefaultMaxKernelInodes, Usage: "past this many inodes the kernel knows, the daemon asks it to drop a tenth of them, at random among those not open, to bound the memory it keeps per inode, some 400 bytes (`N`; 0: no bound)"},
 			&cli.StringFlag{Name: "memory-limit", Value: "200MiB", Usage: "the heap `SIZE` the Go runtime collects garbage to stay under (a soft limit; 0: none; GOMEMLIMIT wins)"},
 			rulesFlag(),
 			&cli.DurationFlag{Name: "gc-interval", Usage: "run the collector this often (0: never; statefs gc runs it on demand)"},
@@ -86,6 +87,9 @@ func newMountOptions(c *cli.Context) (o mountOptions, err error) {
 	}
 	o.FS.Passthrough = c.Bool("passthrough")
 	o.FS.Sealers = c.Int("sealers")
+	if o.FS.MaxKernelInodes = c.Int("max-kernel-inodes"); o.FS.MaxKernelInodes < 0 {
+		return o, fmt.Errorf("%w: --max-kernel-inodes is a count of inodes, 0 or more, not %d", errUsage, o.FS.MaxKernelInodes)
+	}
 	o.FS.Hold.Enabled = c.Bool("hold-deletes")
 	if o.FS.SealDelay, err = nonNegative(c, "seal-delay"); err != nil {
 		return o, err
