@@ -11,7 +11,7 @@ import (
 // bookkeeping, for every inode the kernel knows, and the kernel keeps
 // every inode it looked up until memory runs short. A tree of a million
 // files, all stat'ed, would otherwise hold the daemon to some 400 MiB.
-const DefaultMaxKernelInodes = 1 << 17
+const DefaultMaxKernelInodes = 1 << 16
 
 // evictIfMany starts an eviction when the kernel knows more inodes than
 // Options.MaxKernelInodes and none is under way. Called with f.mu held.

@@ -30,7 +30,7 @@ func (b *bench) collector() []*Workload {
 		"`statefs job gone` marks one job gone. A copy-in of %d checkpoints of workload 1 runs alone, then again with "+
 		"`statefs gc --grace 0s` (through the daemon's socket) started once a tenth of it is written; the copy-in's throughput "+
 		"while gc runs is the bytes it wrote while both ran over that time, compared with the time the copy-in alone took for the same bytes. "+
-		"The issue's 1,000,000 chunks would take 1 TB here (chunks average 1 MiB): the next table times gc over that many small ones.",
+		"The target's 1,000,000 chunks would take 1 TB here (chunks average 1 MiB): the next table times gc over that many small ones.",
 		s.Files, s.FileMiB, s.CopyCheckpoints)
 	m := collectorMetrics{
 		seconds: w.metric("gc run", "s", false, nil),

@@ -68,7 +68,7 @@ type collectorSize struct {
 	FileMiB         int
 	CopyCheckpoints int
 	Reps            int
-	// Chunks and ChunksPerFile size the store of the run at the issue's size.
+	// Chunks and ChunksPerFile size the store of the run at the target's size.
 	Chunks        int
 	ChunksPerFile int
 }
@@ -132,13 +132,13 @@ func parseFlags(repo string, args []string) (config, error) {
 	fs.IntVar(&c.Metadata.Dirs, "meta-dirs", c.Metadata.Dirs, "workload 5: directories they are spread over")
 	fs.IntVar(&c.Metadata.Reps, "meta-reps", c.Metadata.Reps, "workload 5: repetitions (0: --reps)")
 
-	fs.IntVar(&c.Restart.Inodes, "restart-inodes", c.Restart.Inodes, "workload 6: inodes in the store when it restarts (the issue asks for 1000000)")
+	fs.IntVar(&c.Restart.Inodes, "restart-inodes", c.Restart.Inodes, "workload 6: inodes in the store when it restarts (the target is set at 1000000)")
 	fs.IntVar(&c.Restart.Reps, "restart-reps", c.Restart.Reps, "workload 6: restarts (0: --reps)")
 
 	fs.IntVar(&c.Collector.Files, "gc-files", c.Collector.Files, "workload 7: files written, half of them by a job that is gone")
 	fs.IntVar(&c.Collector.FileMiB, "gc-file-mib", c.Collector.FileMiB, "workload 7: size of each in MiB (chunks average 1 MiB)")
 	fs.IntVar(&c.Collector.CopyCheckpoints, "gc-copy-checkpoints", c.Collector.CopyCheckpoints, "workload 7: checkpoints of workload 1 copied in while the collector runs")
-	fs.IntVar(&c.Collector.Chunks, "gc-chunks", c.Collector.Chunks, "workload 7: chunks in the store gc runs over offline (the issue's 1,000,000)")
+	fs.IntVar(&c.Collector.Chunks, "gc-chunks", c.Collector.Chunks, "workload 7: chunks in the store gc runs over offline (the target is set at 1,000,000)")
 	fs.IntVar(&c.Collector.ChunksPerFile, "gc-chunks-per-file", c.Collector.ChunksPerFile, "workload 7: chunks of each file of that store")
 	fs.IntVar(&c.Collector.Reps, "gc-reps", c.Collector.Reps, "workload 7: repetitions (0: --reps)")
 

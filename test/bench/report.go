@@ -35,7 +35,7 @@ type Workload struct {
 }
 
 // Metric is one row: samples per target, their medians, statefs's ratios
-// to the other two, and the issue's target for it, if it has one.
+// to the other two, and its target, if it has one.
 type Metric struct {
 	Name                string               `json:"name"`
 	Unit                string               `json:"unit"`
@@ -207,7 +207,7 @@ func writeWorkload(w io.Writer, wl *Workload) {
 	}
 }
 
-// writeSummary lists every target of the issue with its verdict.
+// writeSummary lists every target with its verdict.
 func writeSummary(w io.Writer, r *Report) {
 	fmt.Fprintln(w, "\n### Targets\n\n| workload | metric | measured | target | |\n| --- | --- | --: | --- | --- |")
 	for _, wl := range r.Workloads {

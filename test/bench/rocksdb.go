@@ -27,8 +27,8 @@ var dbBenchTuning = []string{
 	"--histogram=1",
 }
 
-// dbBenchmarks are the rows of workload 2: the four benchmarks the issue
-// names, with a synced WAL where they write, and fillrandom without the
+// dbBenchmarks are the rows of workload 2: the four benchmarks the targets
+// name, with a synced WAL where they write, and fillrandom without the
 // sync, where the cost FUSE adds to every write shows.
 var dbBenchmarks = []string{"fillrandom", "overwrite", "readrandom", "readseq", noSyncRow}
 

@@ -21,7 +21,7 @@ import (
 )
 
 // collectorAtScale is the second half of workload 7: `statefs gc` over a
-// store of the issue's size, which a mount would take hours to fill (the
+// store of the target's size, which a mount would take hours to fill (the
 // chunks of a sealed file average 1 MiB), so the harness builds it through
 // the store's own packages: files of two jobs whose manifests refer to
 // small chunks, every chunk referred to by one file.
