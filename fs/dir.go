@@ -96,7 +96,8 @@ func (d *dirHandle) readBatch() {
 	if d.next > 0 {
 		from = d.entries[d.next-1].Name
 	}
-	d.dir.fs.store.Index.View(func(tx *index.Tx) error {
+	// A batch that fails to read leaves each name to a lookup of its own.
+	_ = d.dir.fs.store.Index.View(func(tx *index.Tx) error {
 		var names []index.Dirent
 		err := tx.ReadDirFrom(d.dir.ino(), from, func(e index.Dirent) bool {
 			names = append(names, e)
