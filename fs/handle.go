@@ -367,6 +367,9 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 // reaps an inode that has no name left, or schedules the seal of one whose
 // content is in staging.
 func (f *FS) afterClose(ino uint64, wrote, last bool) {
+	if !wrote && !last {
+		return // a reader while others have the file open: nothing to do
+	}
 	var rec *index.Inode
 	var o owner.Owner
 	err := f.store.Index.View(func(tx *index.Tx) (err error) {
