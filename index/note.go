@@ -17,7 +17,8 @@ import (
 const noteEvery = time.Second
 
 // notes remembers when a write under each owner was last noted, so that
-// NoteWrite can skip the records' update within noteEvery of it. A record
+// the namespace's calls (noteWrite, DB.NoteWrite) can skip the records' update
+// within noteEvery of it. A record
 // that is deleted (DeleteJob, DeleteExecutor) forgets them all: the next
 // write under any owner writes its records again, so that no owner has
 // state without them.
