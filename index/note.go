@@ -17,11 +17,10 @@ import (
 const noteEvery = time.Second
 
 // notes remembers when a write under each owner was last noted, so that
-// the namespace's calls (noteWrite, DB.NoteWrite) can skip the records' update
-// within noteEvery of it. A record
-// that is deleted (DeleteJob, DeleteExecutor) forgets them all: the next
-// write under any owner writes its records again, so that no owner has
-// state without them.
+// the namespace's calls (noteWrite, DB.NoteWrite) can skip the records'
+// update within noteEvery of it. A record that is deleted (DeleteJob,
+// DeleteExecutor) forgets them all: the next write under any owner writes
+// its records again, so that no owner has state without them.
 type notes struct {
 	// mu guards last and gen; it is a leaf: nothing is locked under it.
 	mu   sync.Mutex
