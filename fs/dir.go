@@ -71,9 +71,6 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // from the records read for its batch: the name's inode now, not when the
 // listing was read.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if name == statusDirName && d.dir.ino() == index.RootIno {
-		return d.dir.Lookup(ctx, name, out)
-	}
 	rec, ok := d.recs[name]
 	if !ok {
 		d.readBatch()

@@ -121,7 +121,6 @@ func TestKeepCacheOnlyWhileWarm(t *testing.T) {
 	e := k.writeFile(rootNode, "000012.sst", []byte("sorted"))
 	ino := e.attr.Ino
 	k.sealNow(ino)
-	k.disarm(ino)
 	readOpen := func() bool {
 		t.Helper()
 		fh, flags, errno := k.open(root, e.node, syscall.O_RDONLY)
@@ -146,7 +145,6 @@ func TestKeepCacheOnlyWhileWarm(t *testing.T) {
 			}
 			k.release(e.node, fh)
 			k.sealNow(ino)
-			k.disarm(ino)
 		}, false},
 		{"the next after that", nil, true},
 		{"after a truncate", func() {
@@ -154,7 +152,6 @@ func TestKeepCacheOnlyWhileWarm(t *testing.T) {
 				t.Fatalf("truncate: %v", errno)
 			}
 			k.sealNow(ino)
-			k.disarm(ino)
 		}, false},
 		{"the next after the truncate", nil, true},
 	}

@@ -382,8 +382,10 @@ func (k *kernel) mustInode(ino uint64) *index.Inode {
 	return rec
 }
 
-// sealNow runs the seal of inode ino at once, as its timer would.
+// sealNow runs the seal of inode ino at once, as its timer would, in
+// place of the timer: a seal it had scheduled is cancelled first.
 func (k *kernel) sealNow(ino uint64) {
+	k.disarm(ino)
 	k.fs.sealing.Add(1) // what scheduleSealAfter counts for an armed timer
 	var noTimer *time.Timer
 	k.fs.seal(ino, &noTimer)

@@ -148,7 +148,6 @@ func TestTruncateOfSealedContentUnsealsIt(t *testing.T) {
 	e := k.writeFile(rootNode, "CURRENT", []byte("MANIFEST-000007\n"))
 	ino := e.attr.Ino
 	k.sealNow(ino)
-	k.disarm(ino)
 	if rec := k.mustInode(ino); rec.Staging != 0 {
 		t.Fatalf("not sealed: staging %d", rec.Staging)
 	}
@@ -178,7 +177,6 @@ func TestTruncateOfSealedContentUnsealsIt(t *testing.T) {
 			t.Errorf("truncate %s: read %q, want %q", c.name, got, c.want)
 		}
 		k.sealNow(ino)
-		k.disarm(ino)
 		if rec := k.mustInode(ino); rec.Staging != 0 || rec.Size != c.size {
 			t.Errorf("truncate %s, then sealed: staging %d, size %d; want sealed, %d", c.name, rec.Staging, rec.Size, c.size)
 		}
@@ -197,7 +195,6 @@ func TestTruncateUnderAnOpenReader(t *testing.T) {
 	e := k.writeFile(rootNode, "LOG", []byte("hello world"))
 	ino := e.attr.Ino
 	k.sealNow(ino)
-	k.disarm(ino)
 	fh, _, errno := k.open(root, e.node, syscall.O_RDONLY)
 	if errno != 0 {
 		t.Fatalf("open: %v", errno)
