@@ -3,6 +3,7 @@ package fs
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -42,6 +43,55 @@ func TestEvictionAsksTheKernelToDropNames(t *testing.T) {
 	}
 	if dropped["open"] {
 		t.Errorf("the kernel was asked to drop the name of an open file")
+	}
+}
+
+// A lookup answered while an eviction asks the kernel to drop names has
+// the eviction run again: the count it started from did not include it.
+func TestLookupDuringEvictionEvictsAgain(t *testing.T) {
+	t.Parallel()
+	const bound = 20
+	k := newKernel(t, Options{MaxKernelInodes: bound})
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	k.onEntry = func() {
+		once.Do(func() {
+			close(started)
+			<-release
+		})
+	}
+	known := func() int {
+		k.fs.mu.Lock()
+		defer k.fs.mu.Unlock()
+		return len(k.fs.kernelKnows)
+	}
+	for i := 0; known() <= bound; i++ {
+		if _, errno := k.mknod(rootNode, fmt.Sprintf("f%02d", i), 0o100644, 0); errno != 0 {
+			t.Fatal(errno)
+		}
+	}
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no eviction past the bound")
+	}
+	// The first round is asking for its first name; its count is fixed.
+	first := known() - bound*9/10
+	if _, errno := k.mknod(rootNode, "during", 0o100644, 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	second := known() - bound*9/10 // the harness never forgets
+	close(release)
+	var entries int
+	for deadline := time.Now().Add(2 * time.Second); entries < first+second && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, n := range k.notified() {
+			if strings.HasPrefix(n, "entry ") {
+				entries++
+			}
+		}
+	}
+	if entries != first+second {
+		t.Errorf("asked to drop %d names, want %d from the first round and %d from a second", entries, first, second)
 	}
 }
 

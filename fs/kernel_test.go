@@ -32,6 +32,8 @@ type kernel struct {
 
 	mu    sync.Mutex
 	notes []string // the notifications sent, as notifyLog formats them
+
+	onEntry func() // if set, called before an entry notification is logged; set before any request
 }
 
 // rootNode is the FUSE node id of the mount's root.
@@ -97,6 +99,9 @@ func (l *notifyLog) DeleteNotify(parent, child uint64, name string) fuse.Status 
 }
 
 func (l *notifyLog) EntryNotify(parent uint64, name string) fuse.Status {
+	if l.onEntry != nil {
+		l.onEntry()
+	}
 	return l.note("entry %d %s", parent, name)
 }
 
