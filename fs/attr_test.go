@@ -2,6 +2,7 @@ package fs
 
 import (
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -81,8 +82,8 @@ func TestFillAttrFromTheRecord(t *testing.T) {
 
 // The attributes of a file whose content is in staging come from the
 // staging file, which the kernel writes directly with passthrough: its
-// size, blocks, atime and mtime, and the later of its ctime and the
-// record's.
+// size, blocks, atime and mtime, and the later of its mtime (a write's
+// time) and the record's ctime.
 func TestAttrOfStagingContentIsTheStagingFiles(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, Options{})
@@ -99,7 +100,8 @@ func TestAttrOfStagingContentIsTheStagingFiles(t *testing.T) {
 	}
 	path := k.store.StagingPath(rec.Staging)
 	past := time.Date(2001, 2, 3, 4, 5, 6, 7, time.UTC)
-	if err := os.Chtimes(path, past, past.Add(time.Second)); err != nil {
+	mtime := past.Add(time.Second)
+	if err := os.Chtimes(path, past, mtime); err != nil {
 		t.Fatal(err)
 	}
 	var st unix.Stat_t
@@ -107,7 +109,7 @@ func TestAttrOfStagingContentIsTheStagingFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	check := func(when string, ctime int64) {
+	check := func(when string, mtime time.Time, ctime int64) {
 		t.Helper()
 		a, errno := k.getattr(e.node)
 		if errno != 0 {
@@ -119,23 +121,28 @@ func TestAttrOfStagingContentIsTheStagingFiles(t *testing.T) {
 		if got := a.AccessTime(); !got.Equal(past) {
 			t.Errorf("getattr %s: atime %v, want the staging file's %v", when, got, past)
 		}
-		if got := a.ModTime(); !got.Equal(past.Add(time.Second)) {
-			t.Errorf("getattr %s: mtime %v, want the staging file's %v", when, got, past.Add(time.Second))
+		if got := a.ModTime(); !got.Equal(mtime) {
+			t.Errorf("getattr %s: mtime %v, want the staging file's %v", when, got, mtime)
 		}
 		if got := a.ChangeTime().UnixNano(); got != ctime {
 			t.Errorf("getattr %s: ctime %d, want %d", when, got, ctime)
 		}
 	}
-	// The kernel stamps files from a coarse clock: the record's ctime, from
-	// a fine one, may be later although it was taken first.
-	ctime := max(rec.Ctime, st.Ctim.Nano())
-	// Open: stat through the handle's descriptor.
-	check("while open", ctime)
+	// Written before the record changed: the record's ctime. Open: stat
+	// through the handle's descriptor.
+	check("while open", mtime, rec.Ctime)
 	k.release(e.node, fh)
-	check("once closed", ctime)
+	check("once closed", mtime, rec.Ctime)
 
-	// A record changed after the staging file (a chmod) has the later ctime.
-	later := st.Ctim.Nano() + int64(time.Hour)
+	// Written after: the write's time.
+	written := time.Unix(0, rec.Ctime).Add(time.Hour)
+	if err := os.Chtimes(path, past, written); err != nil {
+		t.Fatal(err)
+	}
+	check("written after the record changed", written, written.UnixNano())
+
+	// A record changed after that (a chmod) has the later ctime.
+	later := written.UnixNano() + int64(time.Hour)
 	if err := k.store.Index.Update(func(tx *index.Tx) error {
 		rec, err := tx.Inode(e.attr.Ino)
 		if err != nil {
@@ -146,21 +153,31 @@ func TestAttrOfStagingContentIsTheStagingFiles(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	check("with a later ctime in the record", later)
+	check("with a later ctime in the record", written, later)
 }
 
 // Once sealed, a file's attributes are its record's again: the size and
-// mtime the seal took from the staging file, and blocks from the size.
+// times the seal took from the staging file, so a stat shows the same
+// times before and after, and blocks from the size.
 func TestAttrOfSealedContentIsTheRecords(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, Options{})
 	e := k.writeFile(rootNode, "MANIFEST-000001", make([]byte, 5000))
 	rec := k.mustInode(e.attr.Ino)
-	mtime := time.Date(2001, 2, 3, 4, 5, 6, 7, time.UTC)
-	if err := os.Chtimes(k.store.StagingPath(rec.Staging), time.Time{}, mtime); err != nil {
+	atime := time.Date(2001, 2, 3, 4, 5, 6, 7, time.UTC)
+	mtime := time.Unix(0, rec.Ctime).Add(time.Hour) // written after the record's change
+	if err := os.Chtimes(k.store.StagingPath(rec.Staging), atime, mtime); err != nil {
 		t.Fatal(err)
 	}
+	before, errno := k.getattr(e.node)
+	if errno != 0 {
+		t.Fatalf("getattr: %v", errno)
+	}
+	k.notified()
 	k.sealNow(e.attr.Ino)
+	if got, want := k.notified(), sprintf("inode %d", e.node); !slices.Contains(got, want) {
+		t.Errorf("sealing notified %q; want %q: the kernel keeps the staging file's blocks", got, want)
+	}
 	if rec = k.mustInode(e.attr.Ino); rec.Staging != 0 {
 		t.Fatalf("not sealed: staging %d", rec.Staging)
 	}
@@ -173,5 +190,50 @@ func TestAttrOfSealedContentIsTheRecords(t *testing.T) {
 	}
 	if got := a.ModTime(); !got.Equal(mtime) {
 		t.Errorf("sealed: mtime %v, want the staging file's last one, %v", got, mtime)
+	}
+	if !a.AccessTime().Equal(before.AccessTime()) || !a.ChangeTime().Equal(before.ChangeTime()) {
+		t.Errorf("sealed: atime %v, ctime %v; want %v and %v as before the seal",
+			a.AccessTime(), a.ChangeTime(), before.AccessTime(), before.ChangeTime())
+	}
+}
+
+// Opening a sealed file for writing moves its content to a staging file
+// and changes no time: a stat shows the same times as before, and the
+// kernel is told to drop the blocks it had.
+func TestUnsealKeepsTheTimes(t *testing.T) {
+	t.Parallel()
+	k := newKernel(t, Options{})
+	e := k.writeFile(rootNode, "CURRENT", []byte("MANIFEST-000001\n"))
+	k.sealNow(e.attr.Ino)
+	before, errno := k.getattr(e.node)
+	if errno != 0 {
+		t.Fatalf("getattr: %v", errno)
+	}
+	time.Sleep(10 * time.Millisecond) // a new staging file would have later times
+	k.notified()
+	fh, _, errno := k.open(root, e.node, syscall.O_RDWR)
+	if errno != 0 {
+		t.Fatalf("open: %v", errno)
+	}
+	defer k.release(e.node, fh)
+	if rec := k.mustInode(e.attr.Ino); rec.Staging == 0 {
+		t.Fatalf("opening for writing did not unseal")
+	}
+	k.waitNotified(sprintf("inode %d", e.node))
+	after, errno := k.getattr(e.node)
+	if errno != 0 {
+		t.Fatalf("getattr: %v", errno)
+	}
+	for _, c := range []struct {
+		name          string
+		before, after time.Time
+	}{
+		{"atime", before.AccessTime(), after.AccessTime()},
+		{"mtime", before.ModTime(), after.ModTime()},
+		{"ctime", before.ChangeTime(), after.ChangeTime()},
+	} {
+		if !c.after.Equal(c.before) {
+			t.Errorf("%s %v after the unseal, want %v as before", c.name, c.after, c.before)
+		}
 	}
 }

@@ -73,6 +73,15 @@ type Options struct {
 	MaxKernelInodes int
 }
 
+// DefaultCacheTimeout is how long the kernel may answer lookups and stats
+// in the executor's tree from its caches by default. statefs is the only
+// writer of its namespace: the kernel sees every change made through the
+// mount, and statefs tells it of every change it makes itself (collector,
+// restore, seal, unseal), so the timeout bounds only a change neither
+// knows of. The views under .statefs change with the index and keep
+// viewTimeout.
+const DefaultCacheTimeout = time.Hour
+
 // FS is the state one mount shares between its nodes.
 type FS struct {
 	store *store.Store
@@ -136,9 +145,10 @@ func (f *FS) Shutdown() {
 	f.sealing.Wait()
 }
 
-// MountOptions are the go-fuse options statefs mounts with.
-func MountOptions(allowOther bool, debug bool) *gofs.Options {
-	timeout := time.Second
+// MountOptions are the go-fuse options statefs mounts with; the kernel
+// caches names, their absence and attributes for cacheTimeout.
+func MountOptions(allowOther bool, cacheTimeout time.Duration, debug bool) *gofs.Options {
+	timeout := cacheTimeout
 	return &gofs.Options{
 		MountOptions: fuse.MountOptions{
 			AllowOther:        allowOther,

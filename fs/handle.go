@@ -30,7 +30,7 @@ type handle struct {
 	staging     *os.File // nil for a handle on sealed content
 	passthrough bool
 	writable    bool
-	killedPrivs bool // opening it cleared setuid/setgid: the kernel's attributes are stale
+	staleAttrs  bool // opening it cleared setuid/setgid or unsealed the file: the kernel's attributes are stale
 }
 
 var (
@@ -60,9 +60,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		return nil, 0, errno(err)
 	}
 	h.inode = &n.Inode
-	if h.killedPrivs {
-		// The kernel cached the mode with the bits; attributes only, so no
-		// page or inode lock is involved.
+	if h.staleAttrs {
+		// The kernel cached the mode with the bits, or the blocks the
+		// sealed content took; attributes only, so no page or inode lock
+		// is involved.
 		go n.NotifyContent(-1, 0)
 	}
 	return h, fuseFlags, 0
@@ -119,6 +120,7 @@ func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) 
 			warm.Store(false)
 		}
 		trunc := writable(flags) && flags&syscall.O_TRUNC != 0
+		unsealed := rec.Staging == 0
 		if err := f.openStaging(st, rec, trunc); err != nil {
 			return nil, 0, err
 		}
@@ -126,7 +128,7 @@ func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) 
 			st.gen++
 		}
 		h := &handle{fs: f, st: st, staging: st.staging, writable: writable(flags),
-			passthrough: f.opts.Passthrough && st.cached == 0, killedPrivs: killed}
+			passthrough: f.opts.Passthrough && st.cached == 0, staleAttrs: killed || unsealed}
 		st.opens++
 		if !h.passthrough {
 			st.cached++

@@ -64,6 +64,7 @@ func (d *heldDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 }
 
 func (d *heldDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	shortLived(out)
 	held, err := d.heldIno()
 	if err != nil {
 		return nil, errno(err)
@@ -106,6 +107,7 @@ func (n *heldNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 		return errno(err)
 	}
 	out.Ino = heldViewIno(n.ino)
+	out.SetTimeout(viewTimeout)
 	return 0
 }
 
@@ -132,6 +134,7 @@ func (n *heldNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 // lookupHeld finds name in held directory dir (an index inode; 0 for none)
 // and returns its view node under parent.
 func (f *FS) lookupHeld(ctx context.Context, parent *gofs.Inode, dir uint64, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	shortLived(out)
 	var ino uint64
 	err := f.store.Index.View(func(tx *index.Tx) error {
 		d, err := tx.Lookup(dir, name)

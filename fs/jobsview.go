@@ -54,6 +54,7 @@ func (d *jobsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 }
 
 func (d *jobsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	shortLived(out)
 	err := d.fs.store.Index.View(func(tx *index.Tx) error {
 		_, err := tx.Job(name)
 		return err
@@ -170,6 +171,7 @@ func (d *viewDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 }
 
 func (d *viewDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	shortLived(out)
 	if len(d.path) == 1 && name == "status.json" {
 		job := d.path[0]
 		out.Ino, out.Mode, out.Nlink = d.ino+1, syscall.S_IFREG|0o444, 1

@@ -65,7 +65,7 @@ func openKernel(t *testing.T, dir string, opts Options) *kernel {
 	k := &kernel{t: t, store: s}
 	f, tree := New(s, opts, unsealed)
 	k.fs = f
-	mo := MountOptions(false, false)
+	mo := MountOptions(false, DefaultCacheTimeout, false)
 	mo.ServerCallbacks = (*notifyLog)(k)
 	k.raw = NodeFS(tree, mo)
 	t.Cleanup(k.close)

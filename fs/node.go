@@ -379,8 +379,11 @@ func (f *FS) fillAttr(rec *index.Inode, a *fuse.Attr) error {
 			return err
 		}
 		a.Size, a.Blocks = uint64(st.Size), uint64(st.Blocks)
+		// A write changes the staging file's mtime, and the file's ctime
+		// with it; the staging file's own ctime also moves when statefs
+		// moves content into it or sets its times.
 		atime, mtime = st.Atim.Nano(), st.Mtim.Nano()
-		ctime = max(ctime, st.Ctim.Nano())
+		ctime = max(ctime, mtime)
 	}
 	a.Atime, a.Atimensec = splitTime(atime)
 	a.Mtime, a.Mtimensec = splitTime(mtime)

@@ -56,6 +56,14 @@ func (f *FS) Remove(dir uint64, name string) (orphan bool, err error) {
 		if errno != 0 && errno != syscall.ENOENT {
 			return orphan, errno
 		}
+		// The kernel drops the directory's attributes with a name it
+		// held, not otherwise; those of a file's other names stay.
+		parent.NotifyContent(-1, 0)
+	}
+	if victim != nil && victim.Nlink > 0 {
+		if child := f.knownNode(victim.Ino); child != nil {
+			child.NotifyContent(-1, 0)
+		}
 	}
 	return orphan, nil
 }

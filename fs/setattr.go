@@ -49,13 +49,14 @@ func (f *FS) setattr(st *file, warm *atomic.Bool, in *fuse.SetAttrIn) (*index.In
 	if err != nil {
 		return nil, err
 	}
-	if rec.Staging != 0 && in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
-		// The staging file's times are the file's times until it is sealed.
+	if rec.Staging != 0 && in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_SIZE) != 0 {
+		// The staging file's times are the file's times until it is
+		// sealed; one unsealed for the truncate has the sealed file's.
 		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
 		if in.Valid&fuse.FATTR_ATIME != 0 {
 			ts[0] = unix.NsecToTimespec(rec.Atime)
 		}
-		if in.Valid&fuse.FATTR_MTIME != 0 {
+		if in.Valid&(fuse.FATTR_MTIME|fuse.FATTR_SIZE) != 0 {
 			ts[1] = unix.NsecToTimespec(rec.Mtime)
 		}
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, f.store.StagingPath(rec.Staging), ts, 0); err != nil {

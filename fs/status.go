@@ -87,6 +87,18 @@ func (f *FS) jobs() ([]*index.Job, error) {
 	return jobs, err
 }
 
+// viewTimeout is how long the kernel may cache the names and attributes of
+// the views under .statefs: they follow the index, and statefs does not
+// tell the kernel when a job or a hold comes or goes.
+const viewTimeout = time.Second
+
+// shortLived has the kernel cache out, a view's name or its absence, for
+// viewTimeout only.
+func shortLived(out *fuse.EntryOut) {
+	out.SetEntryTimeout(viewTimeout)
+	out.SetAttrTimeout(viewTimeout)
+}
+
 // started is when the daemon started: the times .statefs shows.
 var started = time.Now()
 
@@ -124,6 +136,7 @@ func (s *statusFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.
 	// The size is not rendered here: stats.json scans the store, and ls -l
 	// should not. Reads are direct, so cat reads past it.
 	out.Ino, out.Mode, out.Nlink = s.ino, syscall.S_IFREG|0o444, 1
+	out.SetTimeout(viewTimeout)
 	now := time.Now()
 	out.SetTimes(&now, &now, &now)
 	return 0

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -61,10 +62,10 @@ func TestHeldViewIno(t *testing.T) {
 // White-box: the mount options: permissions checked by the kernel from the
 // modes statefs reports (default_permissions, no umask of ours), setuid
 // bits cleared by statefs (HANDLE_KILLPRIV_V2), the root's inode number the
-// index's, and the attribute and entry caches for a second.
+// index's, and the attribute and entry caches for the time asked.
 func TestMountOptions(t *testing.T) {
 	for _, allowOther := range []bool{false, true} {
-		o := MountOptions(allowOther, false)
+		o := MountOptions(allowOther, time.Minute, false)
 		if o.AllowOther != allowOther {
 			t.Errorf("AllowOther %v, asked for %v", o.AllowOther, allowOther)
 		}
@@ -84,8 +85,8 @@ func TestMountOptions(t *testing.T) {
 			t.Errorf("max write %d, max read-ahead %d, splice disabled %v", o.MaxWrite, o.MaxReadAhead, o.DisableSplice)
 		}
 		for name, d := range map[string]*int64{"entry": (*int64)(o.EntryTimeout), "attr": (*int64)(o.AttrTimeout), "negative": (*int64)(o.NegativeTimeout)} {
-			if d == nil || *d != 1e9 {
-				t.Errorf("%s timeout %v, want a second", name, d)
+			if d == nil || *d != int64(time.Minute) {
+				t.Errorf("%s timeout %v, want a minute", name, d)
 			}
 		}
 	}

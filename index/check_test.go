@@ -131,7 +131,8 @@ func (f *checkFixture) seal(p string, chunks ...cas.Hash) {
 		m.Extents = append(m.Extents, manifest.Extent{Off: m.Size, Len: 100, Hash: h})
 		m.Size += 100
 	}
-	f.update(func(tx *Tx) error { return tx.Seal(f.ino(p), id, m, Now()) })
+	f.update(func(tx *Tx) error { now := Now()
+		return tx.Seal(f.ino(p), id, m, now, now) })
 }
 
 // problems runs Check and returns the kinds it reported, sorted and
@@ -435,7 +436,8 @@ func TestCheckAfterRandomOperations(t *testing.T) {
 					m.Extents = append(m.Extents, manifest.Extent{Off: m.Size, Len: 10, Hash: chunks[r.IntN(len(chunks))]})
 					m.Size += 10
 				}
-				return tx.Seal(n.Ino, id, m, Now())
+				now := Now()
+				return tx.Seal(n.Ino, id, m, now, now)
 			case k == 7:
 				op = "reap orphans"
 				orphans, err := tx.Orphans()

@@ -46,9 +46,11 @@ func (tx *Tx) SetStaging(n *Inode, id uint64) (old uint64, err error) {
 }
 
 // Seal replaces the staging content id of inode ino by m, taking a
-// reference on each of m's chunks, and sets the size and mtime the staging
-// file had. ErrStale if the inode's content is no longer staging file id.
-func (tx *Tx) Seal(ino, id uint64, m *manifest.Manifest, mtime int64) error {
+// reference on each of m's chunks, and sets the size, atime and mtime the
+// staging file had; the ctime becomes at least that mtime, as a write
+// to the staging file made it. ErrStale if the inode's content is no
+// longer staging file id.
+func (tx *Tx) Seal(ino, id uint64, m *manifest.Manifest, atime, mtime int64) error {
 	n, err := tx.Inode(ino)
 	if err != nil {
 		return err
@@ -70,7 +72,7 @@ func (tx *Tx) Seal(ino, id uint64, m *manifest.Manifest, mtime int64) error {
 			return err
 		}
 	}
-	n.Staging, n.Size, n.Mtime = 0, m.Size, mtime
+	n.Staging, n.Size, n.Atime, n.Mtime, n.Ctime = 0, m.Size, atime, mtime, max(n.Ctime, mtime)
 	return tx.PutInode(n)
 }
 

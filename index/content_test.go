@@ -46,7 +46,7 @@ func stage(t *testing.T, db *index.DB, ino uint64) (id, old uint64) {
 }
 
 func seal(db *index.DB, ino, id uint64, m *manifest.Manifest, mtime int64) error {
-	return db.Update(func(tx *index.Tx) error { return tx.Seal(ino, id, m, mtime) })
+	return db.Update(func(tx *index.Tx) error { return tx.Seal(ino, id, m, mtime, mtime) })
 }
 
 // refs reads the reference counts of chunks A, B and C.

@@ -276,7 +276,8 @@ func recordFixture(tb testing.TB) (*DB, [][]byte) {
 		}
 		m := &manifest.Manifest{Size: 300, Extents: []manifest.Extent{
 			{Off: 0, Len: 100, Hash: cas.Sum([]byte("a"))}, {Off: 200, Len: 100, Hash: cas.Sum([]byte("b"))}}}
-		if err := tx.Seal(sealed.Ino, 1, m, Now()); err != nil {
+		now := Now()
+		if err := tx.Seal(sealed.Ino, 1, m, now, now); err != nil {
 			return err
 		}
 		staged, err := mk("plain/staged", syscall.S_IFREG|0o600, "")

@@ -25,6 +25,7 @@ type Sealed struct {
 	Ino      uint64
 	Staging  uint64
 	Manifest *manifest.Manifest
+	Atime    int64 // the staging file's times, the file's until now
 	Mtime    int64
 	Stored   int64 // bytes of new chunks written to disk
 
@@ -69,7 +70,7 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 			return nil, fmt.Errorf("sealing inode %d: %w", ino, err)
 		}
 	}
-	x := &Sealed{Ino: ino, Staging: n.Staging, Mtime: st.Mtim.Nano(),
+	x := &Sealed{Ino: ino, Staging: n.Staging, Atime: st.Atim.Nano(), Mtime: st.Mtim.Nano(),
 		Manifest: &manifest.Manifest{Size: uint64(st.Size)}, guard: &s.guard}
 	if st.Size <= InlineMax {
 		x.Manifest.Inline = make([]byte, st.Size)
@@ -168,6 +169,6 @@ func (s *Store) CommitSeal(x *Sealed) error {
 	return s.Index.Update(func(tx *index.Tx) error {
 		// Before the staging file goes.
 		tx.OnCommit(func() { crashpoint.Hit(crashpoint.SealCommitted) })
-		return tx.Seal(x.Ino, x.Staging, x.Manifest, x.Mtime)
+		return tx.Seal(x.Ino, x.Staging, x.Manifest, x.Atime, x.Mtime)
 	})
 }

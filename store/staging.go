@@ -211,6 +211,11 @@ func (s *Store) Unseal(n *index.Inode, size uint64) (uint64, *os.File, error) {
 			return fail(err)
 		}
 	}
+	// The content moved, it did not change: the file keeps its times.
+	times := []unix.Timespec{unix.NsecToTimespec(n.Atime), unix.NsecToTimespec(n.Mtime)}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, f.Name(), times, 0); err != nil {
+		return fail(err)
+	}
 	return id, f, nil
 }
 

@@ -46,6 +46,7 @@ func mountCommand() *cli.Command {
 			&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics on /metrics and health probes on /healthz at `ADDR`, e.g. :9810"},
 			&cli.StringFlag{Name: "read-ahead", Value: "4MiB", Usage: "how far the kernel reads ahead of a sequential reader (`SIZE`; 0: the kernel's default)"},
 			&cli.StringFlag{Name: "read-cache", Value: "32MiB", Usage: "memory kept for reads of sealed content: the verification trees of the chunks read last (about 4 KiB per MiB of content) and the 16 KiB groups small reads needed (`SIZE`)"},
+			&cli.DurationFlag{Name: "cache-timeout", Value: fs.DefaultCacheTimeout, Usage: "how long the kernel may answer lookups and stats of the executor's tree from its caches; statefs tells it of every change it makes itself, so this bounds only changes made around the mount (0: ask every time)"},
 			&cli.IntFlag{Name: "max-kernel-inodes", Value: fs.DefaultMaxKernelInodes, Usage: "past this many inodes the kernel knows, the daemon asks it to drop a tenth of them, at random among those not open, to bound the memory it keeps per inode, some 400 bytes (`N`; 0: no bound)"},
 			&cli.StringFlag{Name: "memory-limit", Value: "200MiB", Usage: "the heap `SIZE` the Go runtime collects garbage to stay under (a soft limit; 0: none; GOMEMLIMIT wins)"},
 			rulesFlag(),
@@ -66,8 +67,9 @@ func mountCommand() *cli.Command {
 type mountOptions struct {
 	Store       string
 	FS          fs.Options // all but Sealed, which the metrics set
-	AllowOther  bool
-	Debug       bool
+	AllowOther   bool
+	CacheTimeout time.Duration // how long the kernel caches names and attributes
+	Debug        bool
 	ReadAhead   int64 // 0: the kernel's default
 	ReadCache   int64
 	MemoryLimit int64         // 0: none
@@ -92,6 +94,9 @@ func newMountOptions(c *cli.Context) (o mountOptions, err error) {
 	}
 	o.FS.Hold.Enabled = c.Bool("hold-deletes")
 	if o.FS.SealDelay, err = nonNegative(c, "seal-delay"); err != nil {
+		return o, err
+	}
+	if o.CacheTimeout, err = nonNegative(c, "cache-timeout"); err != nil {
 		return o, err
 	}
 	if o.GCInterval, err = nonNegative(c, "gc-interval"); err != nil {
@@ -179,7 +184,7 @@ func runMount(c *cli.Context) error {
 	fsOpts := opts.FS
 	fsOpts.Sealed = m.Sealed
 	fsys, root := fs.New(s, fsOpts, unsealed)
-	server, served, err := mountFS(mnt, root, fs.MountOptions(opts.AllowOther, opts.Debug), m)
+	server, served, err := mountFS(mnt, root, fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug), m)
 	if err != nil {
 		fsys.Shutdown()
 		return fmt.Errorf("mounting %s: %w", mnt, err)

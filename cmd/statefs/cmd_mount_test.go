@@ -31,7 +31,7 @@ func (n *slowForget) OnForget() {
 func TestServedAfterUnmountCallbacks(t *testing.T) {
 	testenv.RequireFUSE(t)
 	root := &slowForget{}
-	server, served, err := mountFS(t.TempDir(), root, fs.MountOptions(false, false), nil)
+	server, served, err := mountFS(t.TempDir(), root, fs.MountOptions(false, fs.DefaultCacheTimeout, false), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,10 +98,11 @@ func TestMountOptionsDefaults(t *testing.T) {
 			MaxKernelInodes: fs.DefaultMaxKernelInodes,
 			Hold:            hold.Options{TTL: 24 * time.Hour, MinFree: 0.1, Window: 5 * time.Second},
 		},
-		ReadAhead:   4 << 20,
-		ReadCache:   32 << 20,
-		MemoryLimit: 200 << 20,
-		GC:          control.GCRequest{Grace: 10 * time.Minute},
+		CacheTimeout: fs.DefaultCacheTimeout,
+		ReadAhead:    4 << 20,
+		ReadCache:    32 << 20,
+		MemoryLimit:  200 << 20,
+		GC:           control.GCRequest{Grace: 10 * time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("mount's defaults read as\n%+v\nwant\n%+v", got, want)
@@ -201,6 +202,7 @@ func TestBadFlagValueIsOneLine(t *testing.T) {
 		{"mount", []string{"--hold-min-free", "101"}, "--hold-min-free"},
 		{"mount", []string{"--hold-min-free", "-1"}, "--hold-min-free"},
 		{"mount", []string{"--max-kernel-inodes", "-1"}, "--max-kernel-inodes"},
+		{"mount", []string{"--cache-timeout", "-1s"}, "--cache-timeout"},
 		{"mount", []string{"--hold-min-free", "lots"}, "-hold-min-free"},
 		{"mount", []string{"--memory-limit", "lots"}, "--memory-limit"},
 		{"mount", []string{"--memory-limit", "20EiB"}, "--memory-limit"},

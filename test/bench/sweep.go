@@ -166,7 +166,8 @@ func addSealedFile(s *store.Store, p string, m *manifest.Manifest) error {
 		if _, err := tx.SetStaging(n, ino); err != nil {
 			return err
 		}
-		return tx.Seal(ino, ino, m, index.Now())
+		now := index.Now()
+		return tx.Seal(ino, ino, m, now, now)
 	})
 }
 
