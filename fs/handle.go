@@ -62,9 +62,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	h.inode = &n.Inode
 	if h.staleAttrs {
 		// The kernel cached the mode with the bits, or the blocks the
-		// sealed content took; attributes only, so no page or inode lock
-		// is involved.
-		go n.NotifyContent(-1, 0)
+		// sealed content took. Before the reply, so that the opener's
+		// next stat asks: an attribute invalidation takes no page or
+		// inode lock the open may hold.
+		n.NotifyContent(-1, 0)
 	}
 	return h, fuseFlags, 0
 }
