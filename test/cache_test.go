@@ -4,6 +4,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,9 +53,18 @@ func cacheTree(t *testing.T, m *Mount, files map[string][]byte) {
 	}
 }
 
+// forgetNames has the kernel drop every name and inode it holds no use of,
+// on every filesystem: afterwards a directory's attributes can be cached
+// while none of its names is.
+func forgetNames(t *testing.T) {
+	t.Helper()
+	require.NoError(t, os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0))
+}
+
 // The collector removes a gone job's files and directories: their names
 // go, the directories they were in show their new link counts and times,
-// and a file that keeps a name outside the job its new link count.
+// whether the kernel had their names cached or not, and a file that keeps
+// a name outside the job shows its new link count.
 func TestCacheSeesTheCollector(t *testing.T) {
 	m := mountFS(t)
 	gone := flinkTree(t, m, jobGone, 90)
@@ -67,51 +77,69 @@ func TestCacheSeesTheCollector(t *testing.T) {
 	}
 	kept := "tm_tm-1/localState/kept.sst" // the executor's, not the job's
 	require.NoError(t, os.Link(m.Path(snapshot), m.Path(kept)))
-	cacheTree(t, m, gone)
-	cacheTree(t, m, live)
+	forgetNames(t)
+	// The job's checkpoint with every name; its database directory, under
+	// tmp, with none.
+	localState := map[string][]byte{}
+	for p, b := range gone {
+		if strings.HasPrefix(p, "tm_tm-1/localState/") {
+			localState[p] = b
+		}
+	}
+	cacheTree(t, m, localState)
+	lstatOf(t, m.Path("tm_tm-1/tmp"))
 	lstatOf(t, m.Path(kept))
 	allocDir := "tm_tm-1/localState/aid_" + holdAlloc
 
 	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
 	require.Contains(t, mustCLI(t, "gc", "--store", m.Store, "--grace", "0"), "removed job "+jobGone)
 
+	requireStatFresh(t, m.Path(allocDir), "the collection")
+	requireStatFresh(t, m.Path("tm_tm-1/tmp"), "the collection")
+	requireStatFresh(t, m.Path(kept), "the collection")
 	requireTree(t, m, gone, false)
 	requireTree(t, m, live, true)
 	names, err := readDirNames(m.Path(allocDir))
 	require.NoError(t, err)
 	require.Equal(t, []string{"jid_" + jobLive}, names, "a listing after the collection")
-	requireStatFresh(t, m.Path(allocDir), "the collection")
-	requireStatFresh(t, m.Path("tm_tm-1/tmp"), "the collection")
-	requireStatFresh(t, m.Path(kept), "the collection")
 	require.EqualValues(t, 1, lstatOf(t, m.Path(kept)).Nlink, "the link count of a file the collection took a name of")
 	requireContent(t, m.Path(kept), gone[snapshot])
 }
 
 // A held tree restored into the executor's tree is there at once, though
-// the kernel had cached its absence; its view under .statefs/held is gone.
+// the kernel had cached its absence; the directory it is restored into
+// shows its new link count and times though the kernel had cached none of
+// its names; the hold's view under .statefs/held is gone.
 func TestCacheSeesARestore(t *testing.T) {
 	m := mountFS(t, holdArgs...)
-	sub := subtaskDir(holdAlloc, jobLive)
-	kept := writeCheckpoint(t, m, sub, 3, 3)
-	waitAllSealed(t, m)
-	alloc := "tm_tm-1/localState/aid_" + holdAlloc
-	require.NoError(t, os.RemoveAll(m.Path(alloc)))
-	hs := waitHolds(t, m, 1)
-	view := m.Path(".statefs/held", hs[0].ID)
-	lstatOf(t, view)
+	const otherAlloc = "00000000000000000000000000000001"
+	allocs := []string{"tm_tm-1/localState/aid_" + holdAlloc, "tm_tm-1/localState/aid_" + otherAlloc}
+	kept := writeCheckpoint(t, m, subtaskDir(holdAlloc, jobLive), 3, 3)
+	writeCheckpoint(t, m, subtaskDir(otherAlloc, jobLive), 3, 4)
+	for _, a := range allocs {
+		require.NoError(t, os.RemoveAll(m.Path(a)))
+	}
+	hs := waitHolds(t, m, 2)
+	views := map[string]string{}
+	for _, h := range hs {
+		views[h.Path] = m.Path(".statefs/held", h.ID)
+		lstatOf(t, views[h.Path])
+	}
 
-	// The kernel caches the absence of the allocation and the attributes
-	// of its parent.
-	requireAbsent(t, m.Path(alloc))
-	lstatOf(t, m.Path("tm_tm-1/localState"))
-	mustCLI(t, "restore", "--store", m.Store, view, m.Path(alloc))
-
+	// The kernel caches the absence of the first allocation.
+	requireAbsent(t, m.Path(allocs[0]))
+	mustCLI(t, "restore", "--store", m.Store, views[allocs[0]], m.Path(allocs[0]))
 	requireTree(t, m, kept, true)
+	requireAbsent(t, views[allocs[0]])
+
+	// The kernel caches the attributes of their directory, and no name in it.
+	forgetNames(t)
+	lstatOf(t, m.Path("tm_tm-1/localState"))
+	mustCLI(t, "restore", "--store", m.Store, views[allocs[1]], m.Path(allocs[1]))
 	requireStatFresh(t, m.Path("tm_tm-1/localState"), "the restore")
 	names, err := readDirNames(m.Path("tm_tm-1/localState"))
 	require.NoError(t, err)
-	require.Contains(t, names, "aid_"+holdAlloc)
-	requireAbsent(t, view)
+	require.Equal(t, []string{"aid_" + otherAlloc, "aid_" + holdAlloc}, names)
 }
 
 // A held tree dropped (here: its job collected) leaves its view at once.
