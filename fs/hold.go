@@ -52,7 +52,13 @@ func (n *node) removeName(name string, dir bool) (*index.Inode, error) {
 // holdNamespace is the filesystem as the holder sees it.
 type holdNamespace struct{ *FS }
 
-func (h holdNamespace) ReapIfUnused(n *index.Inode) { h.reapIfUnused(n) }
+func (h holdNamespace) LostName(n *index.Inode) {
+	if n != nil && n.Nlink > 0 {
+		h.attrsChanged(n.Ino)
+		return
+	}
+	h.reapIfUnused(n)
+}
 func (h holdNamespace) HeldGone(id string)          { h.heldViewGone(id) }
 
 // heldViewGone makes the kernel forget .statefs/held/<id>, a hold that was

@@ -61,9 +61,16 @@ func (f *FS) Remove(dir uint64, name string) (orphan bool, err error) {
 		parent.NotifyContent(-1, 0)
 	}
 	if victim != nil && victim.Nlink > 0 {
-		if child := f.knownNode(victim.Ino); child != nil {
-			child.NotifyContent(-1, 0)
-		}
+		f.attrsChanged(victim.Ino)
 	}
 	return orphan, nil
+}
+
+// attrsChanged has the kernel, if it knows inode ino, drop the attributes
+// it cached: statefs changed them on its own. Attributes only (offset -1),
+// so the kernel takes no lock a FUSE request may hold.
+func (f *FS) attrsChanged(ino uint64) {
+	if n := f.knownNode(ino); n != nil {
+		n.NotifyContent(-1, 0)
+	}
 }

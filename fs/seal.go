@@ -92,9 +92,7 @@ func (f *FS) seal(ino uint64, t **time.Timer) {
 		f.scheduleSealAfter(ino, sealRetryDelay)
 	default:
 		st.sealed = nil
-		if n := f.knownNode(ino); n != nil {
-			n.NotifyContent(-1, 0) // the blocks were the staging file's
-		}
+		f.attrsChanged(ino) // the blocks were the staging file's
 		if f.opts.Sealed != nil {
 			f.opts.Sealed(time.Since(start))
 		}

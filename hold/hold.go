@@ -84,9 +84,11 @@ func Pends(tx *index.Tx, dir uint64, name string, o owner.Owner, isDir bool) (bo
 type Namespace interface {
 	// Remove takes name out of directory dir, as the collector does.
 	Remove(dir uint64, name string) (orphan bool, err error)
-	// ReapIfUnused deletes inode n, which lost its last name in one of the
-	// Holder's transactions, unless it is open or the kernel knows it.
-	ReapIfUnused(n *index.Inode)
+	// LostName is told of inode n, which lost a name in one of the
+	// Holder's transactions: if that was its last, it is deleted unless it
+	// is open or the kernel knows it; otherwise the kernel's attributes of
+	// it (its link count) are dropped.
+	LostName(n *index.Inode)
 	// HeldGone tells the kernel that held tree id is gone from
 	// .statefs/held/.
 	HeldGone(id string)
@@ -323,7 +325,7 @@ func (h *Holder) removePended(dir uint64, name string, cutoff int64) error {
 	}
 	if err == nil {
 		crashpoint.Hit(crashpoint.HoldPendingRemoved)
-		h.ns.ReapIfUnused(victim)
+		h.ns.LostName(victim)
 	}
 	return err
 }
