@@ -89,8 +89,8 @@ type FS struct {
 	rules *owner.Rules
 
 	// mu guards files (and each file's refs), kernelKnows, nameless,
-	// evicting and evictAgain. It is taken after a file's mu (reap), never before one,
-	// and only go-fuse's node locks are taken while it is held.
+	// evicting and evictAgain. It is taken after a file's mu (reap), never
+	// before one, and only go-fuse's node locks are taken while it is held.
 	mu          sync.Mutex
 	files       map[uint64]*file
 	kernelKnows map[uint64]*gofs.Inode // inodes the kernel holds a node for
@@ -148,7 +148,6 @@ func (f *FS) Shutdown() {
 // MountOptions are the go-fuse options statefs mounts with; the kernel
 // caches names, their absence and attributes for cacheTimeout.
 func MountOptions(allowOther bool, cacheTimeout time.Duration, debug bool) *gofs.Options {
-	timeout := cacheTimeout
 	return &gofs.Options{
 		MountOptions: fuse.MountOptions{
 			AllowOther:        allowOther,
@@ -170,9 +169,9 @@ func MountOptions(allowOther bool, cacheTimeout time.Duration, debug bool) *gofs
 			DisableSplice: true,
 			Debug:         debug,
 		},
-		EntryTimeout:    &timeout,
-		AttrTimeout:     &timeout,
-		NegativeTimeout: &timeout,
+		EntryTimeout:    &cacheTimeout,
+		AttrTimeout:     &cacheTimeout,
+		NegativeTimeout: &cacheTimeout,
 		RootStableAttr:  &gofs.StableAttr{Ino: index.RootIno},
 		NullPermissions: true,
 	}

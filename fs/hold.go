@@ -59,7 +59,7 @@ func (h holdNamespace) LostName(n *index.Inode) {
 	}
 	h.reapIfUnused(n)
 }
-func (h holdNamespace) HeldGone(id string)          { h.heldViewGone(id) }
+func (h holdNamespace) HeldGone(id string) { h.heldViewGone(id) }
 
 // heldViewGone makes the kernel forget .statefs/held/<id>, a hold that was
 // restored, dropped or collected, rather than serve it from its entry

@@ -65,18 +65,18 @@ func mountCommand() *cli.Command {
 // mountOptions are mount's flags, read and checked before anything is
 // touched.
 type mountOptions struct {
-	Store       string
-	FS          fs.Options // all but Sealed, which the metrics set
+	Store        string
+	FS           fs.Options // all but Sealed, which the metrics set
 	AllowOther   bool
 	CacheTimeout time.Duration // how long the kernel caches names and attributes
 	Debug        bool
-	ReadAhead   int64 // 0: the kernel's default
-	ReadCache   int64
-	MemoryLimit int64         // 0: none
-	Pprof       string        // "": no profiler
-	MetricsAddr string        // "": no metrics
-	GCInterval  time.Duration // 0: no periodic collector
-	GC          control.GCRequest
+	ReadAhead    int64 // 0: the kernel's default
+	ReadCache    int64
+	MemoryLimit  int64         // 0: none
+	Pprof        string        // "": no profiler
+	MetricsAddr  string        // "": no metrics
+	GCInterval   time.Duration // 0: no periodic collector
+	GC           control.GCRequest
 }
 
 func newMountOptions(c *cli.Context) (o mountOptions, err error) {
