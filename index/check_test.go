@@ -131,8 +131,10 @@ func (f *checkFixture) seal(p string, chunks ...cas.Hash) {
 		m.Extents = append(m.Extents, manifest.Extent{Off: m.Size, Len: 100, Hash: h})
 		m.Size += 100
 	}
-	f.update(func(tx *Tx) error { now := Now()
-		return tx.Seal(f.ino(p), id, m, now, now) })
+	f.update(func(tx *Tx) error {
+		now := Now()
+		return tx.Seal(f.ino(p), id, m, now, now)
+	})
 }
 
 // problems runs Check and returns the kinds it reported, sorted and
