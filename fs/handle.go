@@ -38,7 +38,6 @@ var (
 	_ = (gofs.FileWriter)((*handle)(nil))
 	_ = (gofs.FilePassthroughFder)((*handle)(nil))
 	_ = (gofs.FileFsyncer)((*handle)(nil))
-	_ = (gofs.FileFlusher)((*handle)(nil))
 	_ = (gofs.FileReleaser)((*handle)(nil))
 	_ = (gofs.FileAllocater)((*handle)(nil))
 )
@@ -67,8 +66,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		// inode lock the open may hold.
 		n.NotifyContent(-1, 0)
 	}
-	return h, fuseFlags, 0
+	return h, fuseFlags | noFlush, 0
 }
+
+// noFlush spares every close(2) a FLUSH request (FOPEN_NOFLUSH): a close
+// has nothing to write back or report here. Content reaches the staging
+// file as it is written, durability is fsync's, and POSIX locks are the
+// kernel's own.
+const noFlush = fuse.FOPEN_NOFLUSH
 
 // privBits are the mode bits a write by an unprivileged caller clears, as
 // on a local filesystem: set-user-ID, and set-group-ID where it means that
@@ -256,7 +261,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, e
 	}
 	h.inode = ch
-	return ch, h, 0, 0
+	return ch, h, noFlush, 0
 }
 
 func (h *handle) PassthroughFd() (int, bool) {
@@ -328,8 +333,6 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	}
 	return errno(h.fs.store.Sync())
 }
-
-func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
 
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	if h.staging == nil {

@@ -391,3 +391,42 @@ func TestFsync(t *testing.T) {
 		t.Errorf("fsync of the root directory: %v", errno)
 	}
 }
+
+// Every open and create asks the kernel not to send FLUSH at close
+// (FOPEN_NOFLUSH): one round trip less per close(2), as a close has
+// nothing to write back or report.
+func TestClosesSendNoFlush(t *testing.T) {
+	t.Parallel()
+	k := newKernel(t, Options{})
+	var out fuse.CreateOut
+	st := k.raw.Create(nil, &fuse.CreateIn{InHeader: root.header(rootNode), Flags: syscall.O_RDWR, Mode: 0o644}, "CURRENT", &out)
+	if st != fuse.OK {
+		t.Fatalf("create: %v", st)
+	}
+	if out.OpenFlags&fuse.FOPEN_NOFLUSH == 0 {
+		t.Errorf("create: open flags %#x without FOPEN_NOFLUSH", out.OpenFlags)
+	}
+	k.release(out.NodeId, out.Fh)
+	for _, c := range []struct {
+		name  string
+		seal  bool
+		flags uint32
+	}{
+		{"staging content, for reading", false, syscall.O_RDONLY},
+		{"staging content, for writing", false, syscall.O_WRONLY},
+		{"sealed content, for reading", true, syscall.O_RDONLY},
+		{"sealed content, for writing", true, syscall.O_RDWR},
+	} {
+		if c.seal {
+			k.sealNow(out.Attr.Ino)
+		}
+		fh, flags, errno := k.open(root, out.NodeId, c.flags)
+		if errno != 0 {
+			t.Fatalf("open %s: %v", c.name, errno)
+		}
+		if flags&fuse.FOPEN_NOFLUSH == 0 {
+			t.Errorf("open %s: open flags %#x without FOPEN_NOFLUSH", c.name, flags)
+		}
+		k.release(out.NodeId, fh)
+	}
+}
