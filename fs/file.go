@@ -36,11 +36,6 @@ type file struct {
 	// stagingNamed is set once the staging directory was synced after the
 	// staging file was made.
 	stagingNamed atomic.Bool
-	// noXattrs is set when the inode was made by Create and nothing has set
-	// an extended attribute on it since: the kernel asks for
-	// security.capability when a new file is written, and the answer needs
-	// no index read.
-	noXattrs atomic.Bool
 }
 
 // acquire returns the state of inode ino, creating it, and holds it in the

@@ -248,7 +248,6 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	st.staging = sf
 	st.opens++
 	st.gen++
-	st.noXattrs.Store(true)
 	h := &handle{fs: n.fs, st: st, staging: sf, writable: true, passthrough: n.fs.opts.Passthrough}
 	if !h.passthrough {
 		st.cached++

@@ -39,7 +39,7 @@ func fill(dest, v []byte) (uint32, syscall.Errno) {
 }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	if st := n.fs.lookupFile(n.ino()); st != nil && st.noXattrs.Load() {
+	if !n.fs.store.Index.MayHaveXattrs(n.ino()) {
 		return 0, syscall.ENODATA
 	}
 	var v []byte
@@ -59,9 +59,6 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	}
 	if n.fs.store.Full() {
 		return syscall.ENOSPC
-	}
-	if st := n.fs.lookupFile(n.ino()); st != nil {
-		st.noXattrs.Store(false) // before the attribute can exist
 	}
 	err := n.fs.store.Index.Update(func(tx *index.Tx) error {
 		_, err := tx.Xattr(n.ino(), attr)
@@ -94,6 +91,9 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	if !n.fs.store.Index.MayHaveXattrs(n.ino()) {
+		return 0, 0
+	}
 	var list []byte
 	err := n.fs.store.Index.View(func(tx *index.Tx) error {
 		return tx.Xattrs(n.ino(), func(name string) {

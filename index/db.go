@@ -96,6 +96,8 @@ type DB struct {
 	// WAL appended and fsync'd in a loop changes no index entry).
 	commits atomic.Uint64
 	synced  atomic.Uint64
+
+	xattrs xattrInos
 }
 
 // memTableEnv names a test knob: badger's memtable size in MiB, instead
@@ -145,6 +147,10 @@ func Open(dir string) (*DB, error) {
 		db.inos.Release()
 		db.staging.Release()
 		bdb.Close()
+		return nil, err
+	}
+	if err := db.xattrs.load(db); err != nil {
+		db.Close()
 		return nil, err
 	}
 	return db, nil

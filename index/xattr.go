@@ -1,5 +1,10 @@
 package index
 
+import (
+	"encoding/binary"
+	"sync"
+)
+
 // Xattr reads extended attribute name of inode ino; ErrNotFound if unset.
 func (tx *Tx) Xattr(ino uint64, name string) ([]byte, error) {
 	return tx.get(inoNameKey(prefixXattr, ino, name))
@@ -7,6 +12,7 @@ func (tx *Tx) Xattr(ino uint64, name string) ([]byte, error) {
 
 // SetXattr sets extended attribute name of inode ino.
 func (tx *Tx) SetXattr(ino uint64, name string, value []byte) error {
+	tx.db.xattrs.add(ino) // before the attribute can exist
 	return tx.set(inoNameKey(prefixXattr, ino, name), value)
 }
 
@@ -30,4 +36,56 @@ func (tx *Tx) Xattrs(ino uint64, fn func(name string)) error {
 		fn(string(k[len(prefix):]))
 		return true, nil
 	})
+}
+
+// xattrInos are the inodes that may have extended attributes: those that
+// had one when the index was opened, and those that had one set since.
+// Nothing the executors write sets one, while ls -l asks for two of every
+// file it lists and the kernel for one before a file's first write, so
+// MayHaveXattrs lets those questions be answered without a transaction.
+// Inode numbers are never reused, so an inode stays in the set once added.
+type xattrInos struct {
+	mu   sync.Mutex
+	inos map[uint64]struct{} // nil: not loaded, any inode may have some
+}
+
+func (x *xattrInos) add(ino uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.inos != nil {
+		x.inos[ino] = struct{}{}
+	}
+}
+
+// load fills the set from the index's attributes.
+func (x *xattrInos) load(db *DB) error {
+	inos := map[uint64]struct{}{}
+	err := db.View(func(tx *Tx) error {
+		return tx.scan([]byte{prefixXattr}, false, func(k, _ []byte) (bool, error) {
+			if len(k) >= 9 {
+				inos[binary.BigEndian.Uint64(k[1:])] = struct{}{}
+			}
+			return true, nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.inos = inos
+	return nil
+}
+
+// MayHaveXattrs reports whether inode ino may have extended attributes;
+// false is certain. A read-only DB answers true.
+func (db *DB) MayHaveXattrs(ino uint64) bool {
+	x := &db.xattrs
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.inos == nil {
+		return true
+	}
+	_, ok := x.inos[ino]
+	return ok
 }

@@ -77,3 +77,46 @@ func TestXattrs(t *testing.T) {
 		t.Errorf("reaping f changed g's xattrs to %q", got)
 	}
 }
+
+// MayHaveXattrs is false only for an inode that has no extended
+// attribute, as set now or when the index was opened; a read-only index
+// cannot tell.
+func TestMayHaveXattrs(t *testing.T) {
+	dir := t.TempDir()
+	db, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := build(t, db, "with", "without")
+	with, without := tr["with"], tr["without"]
+	check := func(when string, db *index.DB, wantWith, wantWithout bool) {
+		t.Helper()
+		if got := db.MayHaveXattrs(with); got != wantWith {
+			t.Errorf("%s: MayHaveXattrs of a file with one %v, want %v", when, got, wantWith)
+		}
+		if got := db.MayHaveXattrs(without); got != wantWithout {
+			t.Errorf("%s: MayHaveXattrs of a file without %v, want %v", when, got, wantWithout)
+		}
+	}
+	check("before any was set", db, false, false)
+	update(t, db, func(tx *index.Tx) error { return tx.SetXattr(with, "user.flink", []byte("x")) })
+	check("once set", db, true, false)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err = index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("reopened", db, true, false)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := index.OpenReadOnly(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	check("read-only", ro, true, true)
+}
