@@ -92,6 +92,21 @@ func childOp(f []string) string {
 		err = unix.Chmod(p, 0o777)
 	case "chown":
 		err = unix.Chown(p, nobody, nobody)
+	case "chownto", "lchownto", "fchownto": // PATH UID GID, -1 leaves one as it is
+		uid, _ := strconv.Atoi(arg(2))
+		gid, _ := strconv.Atoi(arg(3))
+		switch f[0] {
+		case "chownto":
+			err = unix.Chown(p, uid, gid)
+		case "lchownto":
+			err = unix.Lchown(p, uid, gid)
+		default:
+			var fd int
+			if fd, err = unix.Open(p, unix.O_RDONLY, 0); err == nil {
+				err = unix.Fchown(fd, uid, gid)
+				unix.Close(fd)
+			}
+		}
 	case "utimes": // to a time of our choosing: only the owner may
 		ts := []unix.Timespec{{Sec: 1}, {Sec: 1}}
 		err = unix.UtimesNano(p, ts)
@@ -153,11 +168,17 @@ func childAPI(socket, path string) string {
 // supplementary groups, and returns one result per op.
 func asUser(t *testing.T, ops ...string) []string {
 	t.Helper()
+	return asUserIn(t, nil, ops...)
+}
+
+// asUserIn is asUser with supplementary groups.
+func asUserIn(t *testing.T, groups []uint32, ops ...string) []string {
+	t.Helper()
 	exe := userExecutable(t)
 	cmd := exec.Command(exe)
 	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), asUserEnv+"="+strings.Join(ops, "\n"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: append([]uint32{}, groups...)}}
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "child as uid %d: %s", nobody, out)
 	got := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -622,4 +643,33 @@ func TestSecurityControlLimits(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	putFile(t, m.Path("after"), []byte("still writable"), 0o644)
 	requireContent(t, m.Path("after"), []byte("still writable"))
+}
+
+// A user cannot make a set-group-ID executable of a group they are in
+// (or a set-user-ID one of themselves) and keep the bit through a change
+// of its group: the change clears both bits, as on ext4, so a shared
+// mount (--allow-other) gives nobody a way to run as another group.
+func TestSecuritySetuidClearedOnChown(t *testing.T) {
+	m := mountFS(t, "--allow-other")
+	openUp(t, m.Path("x"))
+	require.NoError(t, os.Chmod(m.Path(), 0o777))
+	for _, name := range []string{"chown", "fchown", "lchown"} {
+		p := m.Path(name)
+		putFile(t, p, []byte("#!/bin/sh\nid\n"), 0o755)
+		require.NoError(t, os.Chown(p, nobody, nobody))
+		require.NoError(t, unix.Chmod(p, 0o6755))
+	}
+	got := asUserIn(t, []uint32{otherGroup},
+		fmt.Sprintf("chownto %s -1 %d", m.Path("chown"), otherGroup),
+		fmt.Sprintf("fchownto %s -1 %d", m.Path("fchown"), otherGroup),
+		fmt.Sprintf("lchownto %s -1 %d", m.Path("lchown"), otherGroup))
+	require.Equal(t, []string{"ok", "ok", "ok"}, got)
+	for _, name := range []string{"chown", "fchown", "lchown"} {
+		st := lstatOf(t, m.Path(name))
+		require.Equal(t, uint32(otherGroup), st.Gid, "%s changed no group", name)
+		require.Equal(t, fmt.Sprintf("%#o", unix.S_IFREG|0o755), fmt.Sprintf("%#o", st.Mode), "mode after %s to another group", name)
+	}
+	// Stored, not only what the kernel cached.
+	m.Restart()
+	require.Equal(t, uint32(unix.S_IFREG|0o755), lstatOf(t, m.Path("chown")).Mode)
 }
