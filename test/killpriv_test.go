@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// otherGroup is a group nobody is made a member of, to change a file's
-// group to.
+// otherGroup is a group the user nobody is made a member of in the child,
+// to change a file's group to.
 const otherGroup = 100
 
 // killPrivCase is one change to a file or directory owned by nobody, by
@@ -40,12 +40,13 @@ var killPrivCases = []killPrivCase{
 			return err
 		}
 		_, err = f.Write([]byte("x"))
-		return errorsJoin(err, f.Close())
+		return firstErr(err, f.Close())
 	}},
 	{name: "write by the owner", files: true, child: "write %s"},
 }
 
-func errorsJoin(a, b error) error {
+// firstErr is a if it is an error, else b.
+func firstErr(a, b error) error {
 	if a != nil {
 		return a
 	}
