@@ -11,12 +11,17 @@ import "strings"
 //	  .../jid_<job>                                        job-in-allocation
 //	  .../vtx_<vertex>_sti_<subtask>                       subtask
 //	  .../chk_<checkpoint>, and everything below it        checkpoint
-//	tm_<rid>/tmp/job_<job>_op_<operator>_uuid_<uuid>       job (a live RocksDB)
+//	tm_<rid>/tmp/job_<job>_op_<operator>_uuid_<uuid>       job (a live RocksDB, or
+//	                                                       Flink 2's synchronous ForSt)
+//	tm_<rid>/tmp/<job>                                     job (Flink 2's asynchronous
+//	                                                       ForSt: op_<operator>_attempt_<n>/
+//	                                                       below it, each with its db/)
 //	localState_<rid>/aid_<allocation>/...                  as under localState
 //	                                                       (taskmanager.state.local.root-dirs)
 //
 // Everything else in tm_<rid>/ (blobStorage, slotAllocationSnapshots, the rest
-// of tmp) is executor level; everything else at the root is unowned. Ids must
+// of tmp, ForSt's file cache tmp/cache, which holds copies of any job's SSTs)
+// is executor level; everything else at the root is unowned. Ids must
 // have Flink's exact syntax: a resource id is [A-Za-z0-9._-]{1,255} but not
 // "." or ".."; job, allocation and vertex ids are 32 lower-case hex digits;
 // the subtask index (up to 10 digits) and checkpoint id (up to 19) are
@@ -80,6 +85,8 @@ func flinkOwner(path string) Owner {
 		instance, _, _ := strings.Cut(rest, "/")
 		if job, ok := rocksDBInstanceJob(instance); ok {
 			o.Job, o.Level = job, LevelJob
+		} else if IsFlinkID(instance) { // ForSt's per-job directory
+			o.Job, o.Level = instance, LevelJob
 		}
 	}
 	return o

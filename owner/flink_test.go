@@ -79,6 +79,18 @@ var flinkCases = []struct {
 	{"rocksdb instance sst", instance + "/db/000012.sst", tmpOwner},
 	{"rocksdb instance simple operator", wd + "/tmp/job_" + jid + "_op_Map-1_uuid_" + uuid + "/db/LOCK", tmpOwner},
 	{"other tmp file", wd + "/tmp/rocksdb-lib-0123/librocksdbjni-linux64.so", execOwner},
+	// Flink 2's ForSt: the asynchronous backend's per-job directory, and its
+	// file cache, which is the executor's whatever job's SSTs it copies.
+	{"forst job dir", wd + "/tmp/" + jid, tmpOwner},
+	{"forst operator attempt", wd + "/tmp/" + jid + "/op_KeyedProcessOperator_" + vid + "__4_8__attempt_0", tmpOwner},
+	{"forst db file", wd + "/tmp/" + jid + "/op_Window_1_attempt_12/db/MANIFEST-000004", tmpOwner},
+	{"forst cache", wd + "/tmp/cache", execOwner},
+	{"forst cache sst", wd + "/tmp/cache/" + jid + "-000012.sst", execOwner},
+	{"forst job dir upper-case", wd + "/tmp/" + strings.ToUpper(jid) + "/op_x_attempt_0", execOwner},
+	{"forst job dir 31 hex", wd + "/tmp/" + jid[:31] + "/op_x_attempt_0", execOwner},
+	{"forst job dir 33 hex", wd + "/tmp/" + jid + "0/op_x_attempt_0", execOwner},
+	{"forst job dir outside tmp", wd + "/" + jid + "/op_x_attempt_0", execOwner},
+	{"volume forst db file", "volumes/tm-3/" + wd + "/tmp/" + jid + "/op_Map_attempt_1/db/000009.sst", tmpOwner},
 	// taskmanager.state.local.root-dirs.
 	{"local state root", lsroot, execOwner},
 	{"local state root allocation", lsroot + "/aid_" + aid, allocOwner},

@@ -50,6 +50,47 @@ func TestGCCollectsOnlyTheGoneJob(t *testing.T) {
 	requireTree(t, m, live, true)
 }
 
+// forstTree writes job's state as Flink 2's asynchronous ForSt backend lays
+// it out under executor tm-1 (tmp/<job>/op_<operator>_attempt_<n>/db/),
+// with one SST copied into ForSt's file cache, and returns the job's files
+// and the cache's.
+func forstTree(t *testing.T, m *Mount, job string, seed int64) (files, cache map[string][]byte) {
+	t.Helper()
+	db := "tm_tm-1/tmp/" + job + "/op_KeyedProcessOperator_window_attempt_0/db"
+	sst := pseudoRandom(1<<20, seed)
+	files = map[string][]byte{
+		db + "/000009.sst":      sst,
+		db + "/MANIFEST-000004": pseudoRandom(4<<10, seed+1),
+		db + "/CURRENT":         []byte("MANIFEST-000004\n"),
+	}
+	cache = map[string][]byte{"tm_tm-1/tmp/cache/" + job + "-000009.sst": sst}
+	for p, b := range files {
+		putFileWithDirs(t, m.Path(p), b)
+	}
+	for p, b := range cache {
+		putFileWithDirs(t, m.Path(p), b)
+	}
+	return files, cache
+}
+
+// Flink 2's asynchronous ForSt keeps a job's live database in
+// tmp/<job>/: it is the job's, collected with it; ForSt's file cache holds
+// copies of any job's SSTs and is the executor's, never collected with a
+// job.
+func TestGCCollectsForStState(t *testing.T) {
+	m := mountFS(t)
+	gone, goneCache := forstTree(t, m, jobGone, 30)
+	live, liveCache := forstTree(t, m, jobLive, 40)
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
+	require.Contains(t, out, "removed job "+jobGone)
+	requireTree(t, m, gone, false)
+	requireAbsent(t, m.Path("tm_tm-1/tmp", jobGone))
+	requireTree(t, m, live, true)
+	requireTree(t, m, goneCache, true)
+	requireTree(t, m, liveCache, true)
+}
+
 // Without the grace period passed, or with the verdict unknown, nothing goes.
 func TestGCKeepsWhatIsNotConfirmedGone(t *testing.T) {
 	m := mountFS(t)
