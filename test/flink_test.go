@@ -2,7 +2,11 @@ package test
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The helpers that write state as Flink lays it out in a TaskManager's
@@ -68,4 +72,22 @@ func writeCheckpoint(t *testing.T, m *Mount, subtask string, chk int, seed int64
 		putFileWithDirs(t, m.Path(p), b)
 	}
 	return files
+}
+
+// Flink, RocksDB and ForSt unpack their JNI libraries into the working
+// directory's tmp/ and load them from there: the mount runs what is
+// written to it, from staging and once sealed.
+func TestFlinkLibraryInTmpRuns(t *testing.T) {
+	m := mountFS(t)
+	bin, err := os.ReadFile("/bin/true")
+	require.NoError(t, err)
+	p := m.Path("tm_tm-1/tmp/rocksdb-lib-0123/true")
+	putFileWithDirs(t, p, bin)
+	require.NoError(t, os.Chmod(p, 0o755))
+	out, err := exec.Command(p).CombinedOutput()
+	require.NoError(t, err, "running a program written to the mount: %s", out)
+	waitAllSealed(t, m)
+	dropCache(t, p)
+	out, err = exec.Command(p).CombinedOutput()
+	require.NoError(t, err, "running it once sealed: %s", out)
 }
