@@ -132,14 +132,18 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 		}
 		for _, obj := range objects {
 			var spec *corev1.PodSpec
+			var claims []string
 			switch o := obj.(type) {
 			case *appsv1.DaemonSet:
 				spec = &o.Spec.Template.Spec
 			case *appsv1.StatefulSet:
 				spec = &o.Spec.Template.Spec
+				for _, c := range o.Spec.VolumeClaimTemplates {
+					claims = append(claims, c.Name)
+				}
 			}
 			if spec != nil {
-				checkPodSpec(t, file, spec)
+				checkPodSpec(t, file, spec, claims)
 			}
 		}
 	}
@@ -160,12 +164,13 @@ func TestDecodingRefusesTypos(t *testing.T) {
 }
 
 // checkPodSpec checks what strict decoding cannot: that names refer to
-// things that exist and enumerations hold one of their values.
-func checkPodSpec(t *testing.T, file string, spec *corev1.PodSpec) {
+// things that exist (a volume of the pod, or one of claims, a StatefulSet's
+// volume claim templates) and enumerations hold one of their values.
+func checkPodSpec(t *testing.T, file string, spec *corev1.PodSpec, claims []string) {
 	t.Helper()
-	for _, c := range spec.Containers {
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
 		for _, m := range c.VolumeMounts {
-			if volume(spec, m.Name) == nil {
+			if volume(spec, m.Name) == nil && !slices.Contains(claims, m.Name) {
 				t.Errorf("%s: container %s mounts volume %s, which the pod does not have", file, c.Name, m.Name)
 			}
 			if p := m.MountPropagation; p != nil {
@@ -197,11 +202,17 @@ func volume(spec *corev1.PodSpec, name string) *corev1.Volume {
 	return nil
 }
 
+// container is the pod's container, or init container, called name.
 func container(t *testing.T, spec *corev1.PodSpec, name string) *corev1.Container {
 	t.Helper()
 	for i := range spec.Containers {
 		if spec.Containers[i].Name == name {
 			return &spec.Containers[i]
+		}
+	}
+	for i := range spec.InitContainers {
+		if spec.InitContainers[i].Name == name {
+			return &spec.InitContainers[i]
 		}
 	}
 	t.Fatalf("no container %s", name)
@@ -272,30 +283,19 @@ func TestCSIDriver(t *testing.T) {
 	}
 }
 
-// daemonCommand is the statefs command line the daemon container runs.
-func daemonCommand(t *testing.T, c *corev1.Container) []string {
+// checkDaemon checks that container daemon of spec runs statefs mount of a
+// store with metrics on the port of its probes (the ones named, each a GET
+// of /healthz), privileged, with /dev/fuse and a mountpoint whose mount
+// reaches the host, and returns the mount command's arguments, the store
+// and the mountpoint.
+func checkDaemon(t *testing.T, spec *corev1.PodSpec, daemon *corev1.Container, probes ...string) (mountArgs []string, store, mnt string) {
 	t.Helper()
-	if len(c.Command) != 0 {
-		t.Fatalf("daemon container: command %q, want the image's entrypoint (statefs)", c.Command)
-	}
-	return c.Args
-}
-
-func TestNodeDaemonSet(t *testing.T) {
-	ds := only[appsv1.DaemonSet](t, "daemonset.yaml")
-	spec := &ds.Spec.Template.Spec
-	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-		t.Error("the pods need no API access (no RBAC): automountServiceAccountToken must be false")
-	}
-
-	// The daemon: statefs mount of the store, metrics on the probes' port.
-	daemon := container(t, spec, "statefs")
 	args := daemonCommand(t, daemon)
 	cmd := slices.Index(args, "mount")
 	if cmd < 0 || cmd+1 >= len(args) {
 		t.Fatalf("daemon runs statefs %q, want statefs ... mount ... MOUNTPOINT", args)
 	}
-	mountArgs := args[cmd+1:]
+	mountArgs = args[cmd+1:]
 	store, mnt, metrics := flag(mountArgs, "store"), mountArgs[len(mountArgs)-1], flag(mountArgs, "metrics-addr")
 	if store == "" || metrics == "" || !path.IsAbs(mnt) {
 		t.Fatalf("daemon runs statefs %q, want mount --store DIR --metrics-addr ADDR MOUNTPOINT", args)
@@ -303,7 +303,9 @@ func TestNodeDaemonSet(t *testing.T) {
 	if !privileged(daemon) {
 		t.Error("the daemon container must be privileged: it mounts")
 	}
-	for name, probe := range map[string]*corev1.Probe{"startup": daemon.StartupProbe, "liveness": daemon.LivenessProbe, "readiness": daemon.ReadinessProbe} {
+	all := map[string]*corev1.Probe{"startup": daemon.StartupProbe, "liveness": daemon.LivenessProbe, "readiness": daemon.ReadinessProbe}
+	for _, name := range probes {
+		probe := all[name]
 		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" {
 			t.Errorf("daemon %s probe: want GET /healthz", name)
 			continue
@@ -322,6 +324,27 @@ func TestNodeDaemonSet(t *testing.T) {
 	if hostPath(t, spec, fuse.Name) != "/dev/fuse" {
 		t.Error("/dev/fuse is not the host's /dev/fuse")
 	}
+	return mountArgs, store, mnt
+}
+
+// daemonCommand is the statefs command line the daemon container runs.
+func daemonCommand(t *testing.T, c *corev1.Container) []string {
+	t.Helper()
+	if len(c.Command) != 0 {
+		t.Fatalf("daemon container: command %q, want the image's entrypoint (statefs)", c.Command)
+	}
+	return c.Args
+}
+
+func TestNodeDaemonSet(t *testing.T) {
+	ds := only[appsv1.DaemonSet](t, "daemonset.yaml")
+	spec := &ds.Spec.Template.Spec
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("the pods need no API access (no RBAC): automountServiceAccountToken must be false")
+	}
+
+	daemon := container(t, spec, "statefs")
+	mountArgs, store, mnt := checkDaemon(t, spec, daemon, "startup", "liveness", "readiness")
 	if rules := flag(mountArgs, "rules"); rules != "" {
 		t.Errorf("daemon runs with --rules %s: Flink's layout in CSI volumes is built in", rules)
 	}
@@ -450,6 +473,72 @@ func TestFlinkTaskManagerExample(t *testing.T) {
 	}
 	if !podName {
 		t.Error("POD_NAME must come from the downward API (metadata.name)")
+	}
+}
+
+// The pod-level example: statefs as a native sidecar of each TaskManager,
+// its store on the pod's own claim, its mount shared with the TaskManager,
+// which runs unprivileged with Flink 2's local-recovery keys.
+func TestFlinkTaskManagerSidecar(t *testing.T) {
+	sts := only[appsv1.StatefulSet](t, "flink-taskmanager-sidecar.yaml")
+	spec := &sts.Spec.Template.Spec
+	sidecar := container(t, spec, "statefs")
+	if !slices.ContainsFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == "statefs" }) ||
+		sidecar.RestartPolicy == nil || *sidecar.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Fatal("statefs must be a native sidecar: an init container with restartPolicy Always, so it starts first and stops last")
+	}
+	mountArgs, store, mnt := checkDaemon(t, spec, sidecar, "startup", "liveness")
+	if !slices.Contains(mountArgs, "--allow-other") {
+		t.Error("the daemon mounts as root for a TaskManager that is not: --allow-other")
+	}
+	if flag(mountArgs, "gc-interval") != "" && flag(mountArgs, "flink-url") == "" && flag(mountArgs, "job-result-store") == "" {
+		t.Error("--gc-interval without --flink-url or --job-result-store: the collector would have no oracle")
+	}
+	claims := map[string]bool{}
+	for _, c := range sts.Spec.VolumeClaimTemplates {
+		claims[c.Name] = true
+	}
+	if !claims[mountAt(sidecar, store).Name] {
+		t.Errorf("the store %s is not on a volume claim template: it would not follow the pod", store)
+	}
+	shared := mountAt(sidecar, mnt).Name
+	if v := volume(spec, shared); v == nil || v.EmptyDir == nil {
+		t.Errorf("the mountpoint %s is not an emptyDir the containers share", mnt)
+	}
+	if sidecar.Lifecycle == nil || sidecar.Lifecycle.PostStart == nil || sidecar.Lifecycle.PostStart.Exec == nil ||
+		!strings.Contains(strings.Join(sidecar.Lifecycle.PostStart.Exec.Command, " "), "chown 9999:9999 "+mnt) {
+		t.Error("the sidecar's postStart must give the mount's root to Flink's user (9999) once it serves")
+	}
+
+	tm := container(t, spec, "taskmanager")
+	if privileged(tm) {
+		t.Error("the TaskManager needs no privilege")
+	}
+	var work *corev1.VolumeMount
+	for i, m := range tm.VolumeMounts {
+		if m.Name == shared {
+			work = &tm.VolumeMounts[i]
+		}
+	}
+	if work == nil || work.MountPropagation == nil || *work.MountPropagation != corev1.MountPropagationHostToContainer {
+		t.Fatal("the TaskManager must mount the sidecar's mountpoint with HostToContainer propagation, to see its mount")
+	}
+	props := flinkProperties(t, tm)
+	if got := props["process.taskmanager.working-dir"]; got != work.MountPath {
+		t.Errorf("process.taskmanager.working-dir %q, the mount is at %q", got, work.MountPath)
+	}
+	for _, key := range []string{"execution.checkpointing.local-backup.enabled", "execution.state-recovery.from-local"} {
+		if props[key] != "true" {
+			t.Errorf("%s must be true", key)
+		}
+	}
+	for _, key := range []string{"execution.checkpointing.local-backup.dirs", "taskmanager.state.local.root-dirs"} {
+		if _, ok := props[key]; ok {
+			t.Errorf("%s must not be set: Flink deletes it on shutdown", key)
+		}
+	}
+	if !slices.Contains(tm.Args, "-Dtaskmanager.resource-id=$(POD_NAME)") {
+		t.Errorf("taskmanager args %q: want -Dtaskmanager.resource-id=$(POD_NAME)", tm.Args)
 	}
 }
 
