@@ -56,14 +56,20 @@ func TestGCCollectsOnlyTheGoneJob(t *testing.T) {
 // and the cache's.
 func forstTree(t *testing.T, m *Mount, job string, seed int64) (files, cache map[string][]byte) {
 	t.Helper()
-	db := "tm_tm-1/tmp/" + job + "/op_KeyedProcessOperator_window_attempt_0/db"
+	return forstTreeOn(t, m, "tm-1", job, seed)
+}
+
+// forstTreeOn is forstTree under the executor with resource id rid.
+func forstTreeOn(t *testing.T, m *Mount, rid, job string, seed int64) (files, cache map[string][]byte) {
+	t.Helper()
+	db := "tm_" + rid + "/tmp/" + job + "/op_KeyedProcessOperator_window_attempt_0/db"
 	sst := pseudoRandom(1<<20, seed)
 	files = map[string][]byte{
 		db + "/000009.sst":      sst,
 		db + "/MANIFEST-000004": pseudoRandom(4<<10, seed+1),
 		db + "/CURRENT":         []byte("MANIFEST-000004\n"),
 	}
-	cache = map[string][]byte{"tm_tm-1/tmp/cache/" + job + "-000009.sst": sst}
+	cache = map[string][]byte{"tm_" + rid + "/tmp/cache/" + job + "-000009.sst": sst}
 	for p, b := range files {
 		putFileWithDirs(t, m.Path(p), b)
 	}
