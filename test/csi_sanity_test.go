@@ -26,7 +26,7 @@ import (
 // Skipped, with the reason:
 //   - every "[Controller Server]" spec (volumes, snapshots, expansion,
 //     modification, health): the controller service is optional in the spec,
-//     and statefs has none (README, "Kubernetes (CSI)", "Supported"); those
+//     and statefs has none (README, "Per node (CSI)", "Supported"); those
 //     specs would only test staticVolumes below;
 //   - by the suite itself, what the plugin does not advertise: staging,
 //     node expansion, volume and storage health, single-node-multi-writer,
