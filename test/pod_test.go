@@ -22,7 +22,8 @@ import (
 // store in a directory that stands in for the claim; the TaskManager writes
 // Flink 2-shaped state through the mount; the pod stops (SIGTERM, as the
 // kubelet stops a sidecar); the disk is attached on another node (the
-// store copied to another directory) and the pod starts there. Its state,
+// store copied to another directory) and the pod starts there. Between,
+// the TaskManager's container dies and the sidecar serves on. Its state,
 // owners and job records are all there, and the collector inside the pod,
 // asking the JobManager, removes a finished job's state, ForSt's included.
 func TestPodWithItsStoreMovesToAnotherNode(t *testing.T) {
@@ -57,6 +58,19 @@ func TestPodWithItsStoreMovesToAnotherNode(t *testing.T) {
 			maps.Copy(goneFiles, state)
 		}
 	}
+	// The TaskManager's container dies with files open and a write under
+	// way; the sidecar keeps serving, and the restarted container finds
+	// what was written.
+	tm := exec.Command("sh", "-c", "exec 3>>tm_"+pod+"/log; echo started >&3; exec sleep 60")
+	tm.Dir = first.Dir
+	require.NoError(t, tm.Start())
+	require.Eventually(t, func() bool { b, _ := os.ReadFile(first.Path("tm_"+pod, "log")); return len(b) > 0 },
+		5*time.Second, 20*time.Millisecond, "the TaskManager wrote nothing")
+	require.NoError(t, tm.Process.Kill())
+	tm.Wait()
+	files["tm_"+pod+"/log"] = []byte("started\n")
+	requireTree(t, first, files, true)
+
 	waitAllSealed(t, first)
 	jobsBefore := podJobs(t, first)
 	require.Len(t, jobsBefore, 2)
