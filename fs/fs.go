@@ -77,8 +77,8 @@ type Options struct {
 // in the executor's tree from its caches by default. statefs is the only
 // writer of its namespace: the kernel sees every change made through the
 // mount, and statefs tells it of every change it makes itself (collector,
-// restore, seal, unseal), so the timeout bounds only a change neither
-// knows of. The views under .statefs change with the index and keep
+// holder, restore, seal, unseal), so the timeout bounds only a change
+// neither knows of. The views under .statefs change with the index and keep
 // viewTimeout.
 const DefaultCacheTimeout = time.Hour
 
