@@ -79,7 +79,8 @@ type DB struct {
 	// writeMu makes Update the single writer. Callers may hold a file's mu
 	// in fs, the store's sweeping lock or control's collector lock; inside
 	// a transaction fs takes only go-fuse's node locks (to read a node's
-	// path), and the index its notes' lock. A transaction's function never calls Update.
+	// path), and the index its notes' lock and its xattr set's (both
+	// leaves). A transaction's function never calls Update.
 	writeMu sync.Mutex
 	inos    *badger.Sequence
 	staging *badger.Sequence
