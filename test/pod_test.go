@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/statefs/statefs/index"
 )
 
 // A TaskManager pod's life with statefs as its sidecar and the store on the
@@ -104,16 +106,11 @@ func TestPodWithItsStoreMovesToAnotherNode(t *testing.T) {
 	}
 }
 
-// podJobs is what `statefs jobs --json` says of m's jobs: id, executors and
-// allocations, and first write, which a move of the store keeps.
+// podJobs is what `statefs jobs --json` says of m's jobs that a move of
+// the store keeps: their executors, allocations and first writes.
 func podJobs(t *testing.T, m *Mount) map[string]string {
 	t.Helper()
-	var jobs []struct {
-		ID          string   `json:"id"`
-		Executors   []string `json:"executors"`
-		Allocations []string `json:"allocations"`
-		FirstWrite  int64    `json:"first_write"`
-	}
+	var jobs []index.Job
 	raw := mustCLI(t, "jobs", "--store", m.Store, "--json")
 	require.NoError(t, json.Unmarshal([]byte(raw), &jobs), "%s", raw)
 	out := map[string]string{}
