@@ -32,9 +32,11 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 func (f *FS) setattr(st *file, warm *atomic.Bool, in *fuse.SetAttrIn) (*index.Inode, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	var unsealed bool
 	if size, ok := in.GetSize(); ok {
 		warm.Store(false)
-		if err := f.truncate(st, size); err != nil {
+		var err error
+		if unsealed, err = f.truncate(st, size); err != nil {
 			return nil, err
 		}
 	}
@@ -49,14 +51,15 @@ func (f *FS) setattr(st *file, warm *atomic.Bool, in *fuse.SetAttrIn) (*index.In
 	if err != nil {
 		return nil, err
 	}
-	if rec.Staging != 0 && in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_SIZE) != 0 {
+	if rec.Staging != 0 && (in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 || unsealed) {
 		// The staging file's times are the file's times until it is
-		// sealed; one unsealed for the truncate has the sealed file's.
+		// sealed. A truncate of a staging file set its mtime; one unsealed
+		// for the truncate still has the sealed file's.
 		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
 		if in.Valid&fuse.FATTR_ATIME != 0 {
 			ts[0] = unix.NsecToTimespec(rec.Atime)
 		}
-		if in.Valid&(fuse.FATTR_MTIME|fuse.FATTR_SIZE) != 0 {
+		if in.Valid&fuse.FATTR_MTIME != 0 || unsealed {
 			ts[1] = unix.NsecToTimespec(rec.Mtime)
 		}
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, f.store.StagingPath(rec.Staging), ts, 0); err != nil {
@@ -103,37 +106,38 @@ func applyAttr(rec *index.Inode, in *fuse.SetAttrIn) {
 }
 
 // truncate cuts or extends st's inode content to size, moving sealed
-// content to a staging file first. Called with st.mu held.
-func (f *FS) truncate(st *file, size uint64) error {
+// content to a staging file first, and reports whether it did. Called with
+// st.mu held.
+func (f *FS) truncate(st *file, size uint64) (unsealed bool, err error) {
 	var rec *index.Inode
-	err := f.store.Index.View(func(tx *index.Tx) (err error) {
+	err = f.store.Index.View(func(tx *index.Tx) (err error) {
 		rec, err = tx.Inode(st.ino)
 		return err
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	switch {
 	case rec.IsDir():
-		return syscall.EISDIR
+		return false, syscall.EISDIR
 	case !rec.IsRegular():
-		return syscall.EINVAL
+		return false, syscall.EINVAL
 	}
 	if st.staging == nil && rec.Staging == 0 && size > 0 && f.store.Full() {
-		return syscall.ENOSPC // sealed content would take new space in staging
+		return false, syscall.ENOSPC // sealed content would take new space in staging
 	}
 	st.gen++
 	switch {
 	case st.staging != nil:
-		return st.staging.Truncate(int64(size))
+		err = st.staging.Truncate(int64(size))
 	case rec.Staging != 0:
 		err = unix.Truncate(f.store.StagingPath(rec.Staging), int64(size))
 	default:
 		// Open readers of the sealed content read the staging file now.
-		err = f.unseal(st, rec, size, st.opens > 0)
+		err, unsealed = f.unseal(st, rec, size, st.opens > 0), true
 	}
 	if err == nil && st.opens == 0 {
 		f.scheduleSeal(st.ino)
 	}
-	return err
+	return unsealed && err == nil, err
 }

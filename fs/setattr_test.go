@@ -140,8 +140,8 @@ func TestChownClearsSetuid(t *testing.T) {
 }
 
 // A truncate of sealed content moves it to a new staging file, cut or
-// zero-extended, and schedules its seal; sealed again, it keeps the new
-// content.
+// zero-extended, with a new mtime, and schedules its seal; sealed again, it
+// keeps the new content.
 func TestTruncateOfSealedContentUnsealsIt(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, Options{})
@@ -160,12 +160,20 @@ func TestTruncateOfSealedContentUnsealsIt(t *testing.T) {
 		{"extended with zeros", 10, []byte("MANIFEST\x00\x00")},
 		{"emptied", 0, nil},
 	} {
+		before, errno := k.getattr(e.node)
+		if errno != 0 {
+			t.Fatalf("getattr: %v", errno)
+		}
+		time.Sleep(10 * time.Millisecond) // a truncate's mtime is later than the seal's
 		a, errno := k.setattr(root, e.node, setAttrIn(fuse.FATTR_SIZE, func(in *fuse.SetAttrInCommon) { in.Size = c.size }))
 		if errno != 0 {
 			t.Fatalf("truncate %s: %v", c.name, errno)
 		}
 		if a.Size != c.size {
 			t.Errorf("truncate %s answered size %d, want %d", c.name, a.Size, c.size)
+		}
+		if !a.ModTime().After(before.ModTime()) {
+			t.Errorf("truncate %s kept the mtime %v of the sealed file", c.name, a.ModTime())
 		}
 		if rec := k.mustInode(ino); rec.Staging == 0 {
 			t.Errorf("truncate %s: content not in staging", c.name)
