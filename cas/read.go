@@ -2,14 +2,11 @@ package cas
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"os"
 	"sync"
-	"syscall"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"lukechampine.com/blake3/bao"
@@ -281,18 +278,6 @@ func (s *Chunks) group(c *chunkFile, l *layout, g int) ([]byte, error) {
 	}
 	s.cache.add(key, group(data))
 	return data, nil
-}
-
-// open opens chunk h's file for reading.
-func (s *Chunks) open(h Hash) (*os.File, error) {
-	f, err := os.OpenFile(s.path(h), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, ErrNotFound
-	case errors.Is(err, syscall.ELOOP):
-		return nil, fmt.Errorf("%w: a symlink, not a chunk file", ErrCorrupt)
-	}
-	return f, err
 }
 
 // Get reads chunk h into buf's storage (grown as needed) and returns its

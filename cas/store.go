@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 var (
@@ -27,97 +26,29 @@ const tempPrefix = ".tmp-"
 // for concurrent use. Errors from the operating system are wrapped, so
 // errors.Is(err, syscall.ENOSPC) and the like work.
 type Chunks struct {
-	dir      string
-	cache    *readCache
-	readOnly bool
+	fanout
+	cache *readCache
 }
 
 // Open opens the chunk directory dir, creating it and its fan-out
 // subdirectories if needed, and removes the temporary files a crash left
 // behind.
 func Open(dir string) (*Chunks, error) {
-	if err := mkdirDurable(dir); err != nil {
-		return nil, fmt.Errorf("cas: open %s: %w", dir, err)
+	f, err := openFanout(dir, "chunk")
+	if err != nil {
+		return nil, err
 	}
-	created := false
-	for i := range 256 {
-		sub := filepath.Join(dir, fmt.Sprintf("%02x", i))
-		switch err := os.Mkdir(sub, 0o700); {
-		case err == nil:
-			created = true
-		case errors.Is(err, fs.ErrExist):
-			// Chunks are written and temporary files removed in here: never
-			// through a symlink to outside the chunk directory.
-			if fi, err := os.Lstat(sub); err != nil {
-				return nil, fmt.Errorf("cas: open %s: %w", dir, err)
-			} else if !fi.IsDir() {
-				return nil, fmt.Errorf("cas: open %s: %s is not a directory (%v)", dir, sub, fi.Mode().Type())
-			}
-			if err := removeTemps(sub); err != nil {
-				return nil, fmt.Errorf("cas: open %s: %w", dir, err)
-			}
-		default:
-			return nil, fmt.Errorf("cas: open %s: %w", dir, err)
-		}
-	}
-	if created {
-		if err := syncDir(dir); err != nil {
-			return nil, fmt.Errorf("cas: open %s: %w", dir, err)
-		}
-	}
-	return &Chunks{dir: dir, cache: newReadCache(DefaultReadCache)}, nil
+	return &Chunks{fanout: f, cache: newReadCache(DefaultReadCache)}, nil
 }
 
 // OpenReadOnly opens the chunk directory dir for reading: it creates,
 // removes and changes nothing there, and Put, Remove and Upgrade fail with ErrReadOnly.
 func OpenReadOnly(dir string) (*Chunks, error) {
-	if fi, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("cas: open %s: %w", dir, err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("cas: open %s: not a directory", dir)
-	}
-	return &Chunks{dir: dir, cache: newReadCache(DefaultReadCache), readOnly: true}, nil
-}
-
-// writable fails a write to a chunk directory opened read-only.
-func (s *Chunks) writable(op string, h Hash) error {
-	if s.readOnly {
-		return fmt.Errorf("cas: %s %s: %w", op, h, ErrReadOnly)
-	}
-	return nil
-}
-
-// mkdirDurable creates dir (private: chunk files hold every user's data, and
-// only the filesystem daemon may decide who reads it) and syncs its parent.
-func mkdirDurable(dir string) error {
-	if _, err := os.Stat(dir); err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(dir))
-}
-
-func removeTemps(dir string) error {
-	entries, err := os.ReadDir(dir)
+	f, err := openFanoutReadOnly(dir, "chunk")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tempPrefix) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// path returns the name of chunk h's file.
-func (s *Chunks) path(h Hash) string {
-	name := h.String()
-	return s.dir + string(filepath.Separator) + name[:2] + string(filepath.Separator) + name
+	return &Chunks{fanout: f, cache: newReadCache(DefaultReadCache)}, nil
 }
 
 // Put stores data under h, which the caller computed as Sum(data), unless a
@@ -209,96 +140,4 @@ func writeTemp(dir string, sync bool, content [][]byte) (string, int64, error) {
 		return "", 0, err
 	}
 	return f.Name(), n, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// Has reports whether chunk h is in the chunk directory.
-func (s *Chunks) Has(h Hash) (bool, error) {
-	_, err := os.Lstat(s.path(h))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("cas: has %s: %w", h, err)
-	}
-	return true, nil
-}
-
-// Size returns the number of bytes chunk h takes on disk.
-func (s *Chunks) Size(h Hash) (int64, error) {
-	fi, err := os.Lstat(s.path(h))
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("cas: size %s: %w", h, ErrNotFound)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("cas: size %s: %w", h, err)
-	}
-	return fi.Size(), nil
-}
-
-// Remove deletes chunk h; a missing chunk is not an error. The removal is not
-// synced: if a crash undoes it, the chunk is merely garbage again.
-func (s *Chunks) Remove(h Hash) error {
-	if err := s.writable("remove", h); err != nil {
-		return err
-	}
-	if err := os.Remove(s.path(h)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("cas: remove %s: %w", h, err)
-	}
-	return nil
-}
-
-// Hashes calls fn for every chunk on disk, as Walk does, without reading
-// each chunk's size.
-func (s *Chunks) Hashes(fn func(h Hash) error) error {
-	return s.entries(func(h Hash, _ fs.DirEntry) error { return fn(h) })
-}
-
-// Walk calls fn for every chunk on disk with its size on disk, in no
-// particular order, and stops at the first error fn returns, returning it
-// unchanged. Files that are not chunks (temporary files, foreign names) are
-// skipped. Chunks Put or removed during the walk may or may not be seen.
-func (s *Chunks) Walk(fn func(h Hash, size int64) error) error {
-	return s.entries(func(h Hash, e fs.DirEntry) error {
-		fi, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // removed since it was listed
-		}
-		if err != nil {
-			return fmt.Errorf("cas: walk: %w", err)
-		}
-		return fn(h, fi.Size())
-	})
-}
-
-// entries calls fn for every chunk file's directory entry.
-func (s *Chunks) entries(fn func(h Hash, e fs.DirEntry) error) error {
-	for i := range 256 {
-		sub := filepath.Join(s.dir, fmt.Sprintf("%02x", i))
-		entries, err := os.ReadDir(sub)
-		if err != nil {
-			return fmt.Errorf("cas: walk: %w", err)
-		}
-		for _, e := range entries {
-			h, err := ParseHash(e.Name())
-			if err != nil || h[0] != byte(i) || !e.Type().IsRegular() {
-				continue
-			}
-			if err := fn(h, e); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

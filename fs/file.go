@@ -9,6 +9,7 @@ import (
 
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
+	"github.com/statefs/statefs/store"
 )
 
 // file is the open state of one inode: the handles open on it, its open
@@ -29,9 +30,18 @@ type file struct {
 	// cache (sealed content, or staging without passthrough). While there is
 	// one, no handle may ask for passthrough: the kernel refuses to mix the
 	// two modes on one inode.
-	cached  int
+	cached int
+	// objectOpens counts the open handles the kernel serves by passthrough
+	// from the object. The kernel's passthrough backing file is then the
+	// object's for every handle that asks for passthrough, so a handle on
+	// new staging content (a writer) must not ask: it is served through the
+	// daemon, without the page cache (FOPEN_DIRECT_IO), until they close.
+	objectOpens int
 	staging *os.File // the staging file while handles are open on it
 	sealed  *manifest.Manifest
+	// object is the open object of sealed content that is one, while
+	// handles are open on it.
+	object *store.ObjectFile
 	gen     uint64
 	// stagingNamed is set once the staging directory was synced after the
 	// staging file was made.

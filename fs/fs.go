@@ -66,8 +66,12 @@ type Options struct {
 	Rules *owner.Rules
 	// Hold says whether and how long removed local state is held.
 	Hold hold.Options
-	// Sealed, if set, is told how long each committed seal took (metrics).
-	Sealed func(took time.Duration)
+	// Sealed, if set, is told of each committed seal, its representation
+	// and bytes, and how long it took (metrics).
+	Sealed func(x *store.Sealed, took time.Duration)
+	// VerifyReads serves every read of an object through the daemon,
+	// verified against the object's hash, instead of by passthrough.
+	VerifyReads bool
 	// MaxKernelInodes bounds the inodes the kernel may hold the daemon to
 	// (evict.go); 0 sets no bound.
 	MaxKernelInodes int

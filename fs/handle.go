@@ -22,13 +22,21 @@ import (
 
 // handle is one open file description. On staging content it reads and
 // writes the staging file (or lets the kernel do it, with passthrough); on
-// sealed content it reads verified chunks.
+// sealed content it reads its object (or lets the kernel do it) or
+// verified chunks.
 type handle struct {
-	fs          *FS
-	inode       *gofs.Inode // for the path in log lines
-	st          *file
-	staging     *os.File // nil for a handle on sealed content
+	fs      *FS
+	inode   *gofs.Inode // for the path in log lines
+	st      *file
+	staging *os.File // nil for a handle on sealed content
+	// backing is the file the kernel reads (and writes) itself when
+	// passthrough is set: the staging file, or the object.
+	backing     *os.File
 	passthrough bool
+	// direct is set for a handle on staging content opened while the
+	// kernel reads the object by passthrough (file.objectOpens): the
+	// daemon serves it, with FOPEN_DIRECT_IO.
+	direct bool
 	writable    bool
 	staleAttrs  bool // opening it cleared setuid/setgid or unsealed the file: the kernel's attributes are stale
 }
@@ -56,9 +64,19 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	h, fuseFlags, err := n.fs.open(st, &n.warm, flags, uid != 0)
 	if err != nil {
 		n.fs.release(st)
+		var oe *store.ObjectError
+		if errors.As(err, &oe) {
+			slog.Error("cannot open sealed content", "file", n.Path(nil), "inode", oe.Ino, "object", oe.Hash.String(), "err", oe.Err)
+		}
 		return nil, 0, errno(err)
 	}
 	h.inode = &n.Inode
+	var fh gofs.FileHandle = h
+	if h.direct {
+		// Not a FilePassthroughFder: go-fuse would hand it the object's
+		// backing file, and the writer's bytes would go there.
+		fh, fuseFlags = directHandle{h}, fuseFlags|fuse.FOPEN_DIRECT_IO
+	}
 	if h.staleAttrs {
 		// The kernel cached the mode with the bits, or the blocks the
 		// sealed content took. Before the reply, so that the opener's
@@ -66,7 +84,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		// inode lock the open may hold.
 		n.NotifyContent(-1, 0)
 	}
-	return h, fuseFlags | noFlush, 0
+	return fh, fuseFlags | noFlush, 0
 }
 
 // noFlush spares every close(2) a FLUSH request (FOPEN_NOFLUSH): a close
@@ -133,10 +151,11 @@ func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) 
 		if writable(flags) {
 			st.gen++
 		}
-		h := &handle{fs: f, st: st, staging: st.staging, writable: writable(flags),
-			passthrough: f.opts.Passthrough && st.cached == 0, staleAttrs: killed || unsealed}
+		h := &handle{fs: f, st: st, staging: st.staging, backing: st.staging, writable: writable(flags),
+			direct: st.objectOpens > 0, staleAttrs: killed || unsealed}
+		h.passthrough = f.opts.Passthrough && st.cached == 0 && !h.direct
 		st.opens++
-		if !h.passthrough {
+		if !h.passthrough && !h.direct {
 			st.cached++
 		}
 		return h, 0, nil
@@ -144,6 +163,20 @@ func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) 
 	if st.sealed == nil {
 		if st.sealed, err = f.manifest(rec.Ino); err != nil {
 			return nil, 0, err
+		}
+	}
+	if st.sealed.Object != nil {
+		if st.object == nil {
+			if st.object, err = f.store.OpenObject(st.ino, st.sealed, f.opts.VerifyReads); err != nil {
+				return nil, 0, err
+			}
+		}
+		// The kernel reads the object itself, as it reads a staging
+		// file: the daemon is not in the path of a sealed file's reads.
+		if f.opts.Passthrough && !f.opts.VerifyReads && st.cached == 0 {
+			st.opens++
+			st.objectOpens++
+			return &handle{fs: f, st: st, backing: st.object.File, passthrough: true}, 0, nil
 		}
 	}
 	var fuseFlags uint32
@@ -248,7 +281,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	st.staging = sf
 	st.opens++
 	st.gen++
-	h := &handle{fs: n.fs, st: st, staging: sf, writable: true, passthrough: n.fs.opts.Passthrough}
+	h := &handle{fs: n.fs, st: st, staging: sf, backing: sf, writable: true, passthrough: n.fs.opts.Passthrough}
 	if !h.passthrough {
 		st.cached++
 	}
@@ -267,7 +300,7 @@ func (h *handle) PassthroughFd() (int, bool) {
 	if !h.passthrough {
 		return 0, false
 	}
-	return int(h.staging.Fd()), true
+	return int(h.backing.Fd()), true
 }
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -282,11 +315,20 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		}
 		return fuse.ReadResultData(dest[:n]), 0
 	}
-	n, err := h.fs.store.ReadAt(h.st.ino, h.st.sealed, dest, off)
+	var n int
+	var err error
+	if o := h.st.object; o != nil {
+		n, err = o.ReadAt(dest, off)
+	} else {
+		n, err = h.fs.store.ReadAt(h.st.ino, h.st.sealed, dest, off)
+	}
 	if err != nil {
 		var ce *store.ChunkError
+		var oe *store.ObjectError
 		if errors.As(err, &ce) {
 			slog.Error("unreadable content", "file", h.inode.Path(nil), "inode", ce.Ino, "offset", ce.Off, "chunk", ce.Hash.String(), "err", ce.Err)
+		} else if errors.As(err, &oe) {
+			slog.Error("unreadable content", "file", h.inode.Path(nil), "inode", oe.Ino, "offset", off, "object", oe.Hash.String(), "err", oe.Err)
 		} else {
 			slog.Error("unreadable content", "file", h.inode.Path(nil), "err", err)
 		}
@@ -349,12 +391,19 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	st := h.st
 	st.mu.Lock()
 	st.opens--
-	if !h.passthrough {
+	switch {
+	case h.passthrough && h.staging == nil: // on the object
+		st.objectOpens--
+	case !h.passthrough && !h.direct:
 		st.cached--
 	}
 	if st.opens == 0 && st.staging != nil {
 		st.staging.Close()
 		st.staging = nil
+	}
+	if st.opens == 0 && st.object != nil {
+		st.object.Close()
+		st.object = nil
 	}
 	last := st.opens == 0
 	st.mu.Unlock()
@@ -438,6 +487,36 @@ func (f *FS) reap(rec *index.Inode, kernelKnows bool) bool {
 	st.gen++
 	return true
 }
+
+// directHandle is a handle the kernel must not serve by passthrough
+// (handle.direct).
+type directHandle struct{ h *handle }
+
+var (
+	_ = (gofs.FileReader)(directHandle{})
+	_ = (gofs.FileWriter)(directHandle{})
+	_ = (gofs.FileFsyncer)(directHandle{})
+	_ = (gofs.FileReleaser)(directHandle{})
+	_ = (gofs.FileAllocater)(directHandle{})
+)
+
+func (d directHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return d.h.Read(ctx, dest, off)
+}
+
+func (d directHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	return d.h.Write(ctx, data, off)
+}
+
+func (d directHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return d.h.Fsync(ctx, flags)
+}
+
+func (d directHandle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	return d.h.Allocate(ctx, off, size, mode)
+}
+
+func (d directHandle) Release(ctx context.Context) syscall.Errno { return d.h.Release(ctx) }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 

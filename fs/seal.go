@@ -94,9 +94,9 @@ func (f *FS) seal(ino uint64, t **time.Timer) {
 		st.sealed = nil
 		f.attrsChanged(ino) // the blocks were the staging file's
 		if f.opts.Sealed != nil {
-			f.opts.Sealed(time.Since(start))
+			f.opts.Sealed(x, time.Since(start))
 		}
-		slog.Debug("sealed", "inode", ino, "bytes", x.Manifest.Size, "extents", len(x.Manifest.Extents),
-			"stored", x.Stored, "took", time.Since(start))
+		slog.Debug("sealed", "inode", ino, "bytes", x.Manifest.Size, "as", x.As, "why", x.Why,
+			"extents", len(x.Manifest.Extents), "stored", x.Stored, "took", time.Since(start))
 	}
 }

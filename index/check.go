@@ -36,6 +36,8 @@ const (
 	ProblemSize           = "size"            // a sealed file whose size is not its manifest's
 	ProblemChunkRefcount  = "chunk-refcount"  // a chunk reference count that is not the number of extents using it
 	ProblemGarbageList    = "garbage-list"    // a chunk listed as garbage that has references
+	ProblemObjectRefcount = "object-refcount" // an object reference count that is not the number of manifests that are the object
+	ProblemObjectTree     = "object-tree"     // a used object without a verification tree of its size; a tree or quarantine mark of an unused one
 	ProblemOwner          = "owner"           // an owner number that is not interned, or an owner record that does not agree with its reverse
 	ProblemJobRoot        = "job-root"        // a job root that is not one, or a job's directory that should be one and is not
 	ProblemJob            = "job"             // a job record that does not decode
@@ -78,6 +80,9 @@ type checker struct {
 	staging   map[uint64]uint64 // staging id -> ino
 	refs      map[cas.Hash]uint64
 	garbage   []cas.Hash
+	objects   map[cas.Hash]uint64 // object -> reference count
+	trees     map[cas.Hash]uint64 // object -> the length its tree says
+	marked    []cas.Hash          // quarantined objects
 	owners    map[uint64]owner.Owner
 	ownerIDs  map[string]uint64 // encoded owner -> id
 	roots     []jobRoot
@@ -113,6 +118,9 @@ func (c *checker) add(kind, format string, args ...any) {
 //   - every chunk reference count is the number of manifest extents that
 //     use the chunk (DESIGN invariant 3), and no chunk with references is
 //     listed as garbage;
+//   - every object reference count is the number of manifests that are the
+//     object, each used object has a verification tree of its length, and
+//     no unused one has a tree or a quarantine mark;
 //   - every inode's owner is interned, both ways;
 //   - every job root names an existing inode of that job whose parent's job
 //     differs, and every such directory is a job root;
@@ -127,6 +135,8 @@ func (db *DB) Check() ([]Problem, []cas.Hash, error) {
 		orphans:   map[uint64]bool{},
 		staging:   map[uint64]uint64{},
 		refs:      map[cas.Hash]uint64{},
+		objects:   map[cas.Hash]uint64{},
+		trees:     map[cas.Hash]uint64{},
 		owners:    map[uint64]owner.Owner{},
 		ownerIDs:  map[string]uint64{},
 		attic:     map[string]uint64{},
@@ -140,6 +150,7 @@ func (db *DB) Check() ([]Problem, []cas.Hash, error) {
 		c.checkNamespace()
 		c.checkContent()
 		used = c.checkChunks()
+		c.checkObjects()
 		c.checkOwners()
 		c.checkHolds()
 		return nil
@@ -213,6 +224,30 @@ func (c *checker) load(tx *Tx) error {
 				return
 			}
 			c.refs[h] = binary.BigEndian.Uint64(v)
+		}},
+		{prefixObject, func(k, v []byte) {
+			h, ok := keyHash(k)
+			if !ok || len(v) != 8 {
+				c.add(ProblemObjectRefcount, "object reference record %x = %x is corrupt", k, v)
+				return
+			}
+			c.objects[h] = binary.BigEndian.Uint64(v)
+		}},
+		{prefixTree, func(k, v []byte) {
+			h, ok := keyHash(k)
+			if !ok || len(v) < 8 {
+				c.add(ProblemObjectTree, "object tree record %x of %d bytes is corrupt", k, len(v))
+				return
+			}
+			c.trees[h] = binary.LittleEndian.Uint64(v)
+		}},
+		{prefixQuarantine, func(k, v []byte) {
+			h, ok := keyHash(k)
+			if !ok || json.Unmarshal(v, &Quarantine{}) != nil {
+				c.add(ProblemObjectTree, "quarantine record %x = %q is corrupt", k, v)
+				return
+			}
+			c.marked = append(c.marked, h)
 		}},
 		{prefixGarbage, func(k, _ []byte) {
 			if h, ok := keyHash(k); ok {
@@ -524,6 +559,54 @@ func (c *checker) checkChunks() []cas.Hash {
 		}
 	}
 	return used
+}
+
+// checkObjects compares the object reference counts with the manifests
+// that are objects, and checks that each used object has a tree of its
+// length and that no unused one has a tree or a quarantine mark.
+func (c *checker) checkObjects() {
+	uses := map[cas.Hash]uint64{}
+	sizes := map[cas.Hash]uint64{}
+	for _, m := range c.manifests {
+		if m.Object != nil {
+			uses[*m.Object]++
+			sizes[*m.Object] = m.Size
+		}
+	}
+	for _, h := range sortedHashes(uses) {
+		if refs := c.objects[h]; refs != uses[h] {
+			c.add(ProblemObjectRefcount, "object %s is %d files' content and has reference count %d", h, uses[h], refs)
+		}
+		if size, ok := c.trees[h]; !ok {
+			c.add(ProblemObjectTree, "object %s has no verification tree", h)
+		} else if size != sizes[h] {
+			c.add(ProblemObjectTree, "object %s of %d bytes has a tree of %d", h, sizes[h], size)
+		}
+	}
+	for _, h := range sortedHashes(c.objects) {
+		if uses[h] == 0 {
+			c.add(ProblemObjectRefcount, "object %s has reference count %d and no file is it", h, c.objects[h])
+		}
+	}
+	for _, h := range sortedHashes(c.trees) {
+		if uses[h] == 0 {
+			c.add(ProblemObjectTree, "object %s has a tree and no file is it", h)
+		}
+	}
+	for _, h := range c.marked {
+		if uses[h] == 0 {
+			c.add(ProblemObjectTree, "object %s is quarantined and no file is it", h)
+		}
+	}
+}
+
+func sortedHashes[V any](m map[cas.Hash]V) []cas.Hash {
+	hs := make([]cas.Hash, 0, len(m))
+	for h := range m {
+		hs = append(hs, h)
+	}
+	slices.SortFunc(hs, func(a, b cas.Hash) int { return bytes.Compare(a[:], b[:]) })
+	return hs
 }
 
 // checkOwners checks owner numbers, both directions of the owner records,

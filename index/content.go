@@ -46,7 +46,7 @@ func (tx *Tx) SetStaging(n *Inode, id uint64) (old uint64, err error) {
 }
 
 // Seal replaces the staging content id of inode ino by m, taking a
-// reference on each of m's chunks, and sets the size, atime and mtime the
+// reference on each of m's chunks or on its object, and sets the size, atime and mtime the
 // staging file had; the ctime becomes at least that mtime, as a write
 // to the staging file made it. ErrStale if the inode's content is no
 // longer staging file id.
@@ -67,6 +67,11 @@ func (tx *Tx) Seal(ino, id uint64, m *manifest.Manifest, atime, mtime int64) err
 			return err
 		}
 	}
+	if m.Object != nil {
+		if err := tx.addObjectRef(*m.Object, 1); err != nil {
+			return err
+		}
+	}
 	if m.Size > 0 {
 		if err := tx.set(inoKey(prefixManifest, ino), m.Marshal()); err != nil {
 			return err
@@ -76,7 +81,7 @@ func (tx *Tx) Seal(ino, id uint64, m *manifest.Manifest, atime, mtime int64) err
 	return tx.PutInode(n)
 }
 
-// dropManifest deletes ino's manifest and its chunk references.
+// dropManifest deletes ino's manifest and its chunk or object references.
 func (tx *Tx) dropManifest(ino uint64) error {
 	m, err := tx.Manifest(ino)
 	if err != nil {
@@ -84,6 +89,11 @@ func (tx *Tx) dropManifest(ino uint64) error {
 	}
 	for _, h := range m.Chunks() {
 		if err := tx.addRef(h, -1); err != nil {
+			return err
+		}
+	}
+	if m.Object != nil {
+		if err := tx.addObjectRef(*m.Object, -1); err != nil {
 			return err
 		}
 	}

@@ -28,6 +28,8 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/ristretto/v2/z"
+
+	"github.com/statefs/statefs/cas"
 )
 
 // FormatVersion is the layout of keys and values this package writes.
@@ -73,6 +75,9 @@ type DB struct {
 	// stagingDropped removes a staging file whose reference a commit
 	// dropped (OnStagingDropped).
 	stagingDropped func(id uint64)
+	// objectDropped frees an object whose last reference a commit dropped
+	// (OnObjectDropped).
+	objectDropped func(h cas.Hash)
 	// notes lets NoteWrite skip a record's update within a second of the
 	// last (note.go).
 	notes notes
@@ -373,6 +378,11 @@ func (db *DB) View(fn func(*Tx) error) error {
 // Tx.Seal, Tx.Reap): the store removes the file there. Set it before the
 // first Update.
 func (db *DB) OnStagingDropped(fn func(id uint64)) { db.stagingDropped = fn }
+
+// OnObjectDropped makes fn run, with the object's hash, after every commit
+// that dropped the last reference to an object: the store frees it there,
+// unless a seal has found it meanwhile. Set it before the first Update.
+func (db *DB) OnObjectDropped(fn func(h cas.Hash)) { db.objectDropped = fn }
 
 // Update runs fn in a read-write transaction and commits it if fn returns
 // nil, then runs the functions the transaction registered with OnCommit.

@@ -16,6 +16,10 @@ const (
 	prefixChunk    = 'c' // chunk hash -> reference count
 	prefixGarbage  = 'z' // chunk hash -> nothing: its count fell to zero
 
+	prefixObject     = 'O' // object hash -> reference count: the manifests that are the object
+	prefixTree       = 'T' // object hash -> its verification tree (cas.Tree)
+	prefixQuarantine = 'Q' // object hash -> Quarantine as JSON: the scrub found it damaged
+
 	prefixOwner        = 'w' // owner id -> encoded owner.Owner
 	prefixOwnerByID    = 'W' // encoded owner.Owner -> owner id
 	prefixJobRoot      = 'r' // job id, 0, ino -> nothing: an inode the job owns under one it does not

@@ -10,18 +10,24 @@ import (
 	"github.com/statefs/statefs/manifest"
 )
 
-// DamagedFile is a sealed file some of whose chunks are lost (missing from
-// the chunk store or not reading back as their hash).
+// DamagedFile is a sealed file some of whose chunks, or whose object, are
+// lost (missing from the store, not reading back as their hash, or, for an
+// object, quarantined).
 type DamagedFile struct {
 	Ino   uint64   `json:"inode"`
 	Paths []string `json:"paths"` // every name, from the root ("attic:<name>/..." outside the tree); none for an orphan
 	Size  uint64   `json:"size"`
 	// Lost lists the extents whose chunk is lost, in file order.
 	Lost []manifest.Extent `json:"-"`
+	// Object is the file's lost object: all of its bytes are lost.
+	Object *cas.Hash `json:"-"`
 }
 
 // LostBytes is how many of the file's bytes are lost.
 func (d *DamagedFile) LostBytes() uint64 {
+	if d.Object != nil {
+		return d.Size
+	}
 	var n uint64
 	for _, e := range d.Lost {
 		n += uint64(e.Len)
@@ -30,9 +36,9 @@ func (d *DamagedFile) LostBytes() uint64 {
 }
 
 // DamagedFiles lists the sealed files that use a chunk for which lost
-// reports true, in inode order, with their paths. It reads one transaction
-// and changes nothing.
-func (db *DB) DamagedFiles(lost func(cas.Hash) bool) ([]DamagedFile, error) {
+// reports true, or are an object for which lostObject does, in inode order,
+// with their paths. It reads one transaction and changes nothing.
+func (db *DB) DamagedFiles(lost, lostObject func(cas.Hash) bool) ([]DamagedFile, error) {
 	var damaged []DamagedFile
 	err := db.View(func(tx *Tx) error {
 		byIno := map[uint64]*DamagedFile{}
@@ -45,6 +51,9 @@ func (db *DB) DamagedFiles(lost func(cas.Hash) bool) ([]DamagedFile, error) {
 				return // index.Check reports it
 			}
 			var d *DamagedFile
+			if m.Object != nil && lostObject(*m.Object) {
+				d = &DamagedFile{Ino: binary.BigEndian.Uint64(k[1:]), Size: m.Size, Object: m.Object}
+			}
 			for _, e := range m.Extents {
 				if !lost(e.Hash) {
 					continue

@@ -8,6 +8,9 @@ type Usage struct {
 	Unsealed    int   `json:"unsealed"`     // files whose content waits in staging
 	Chunks      int   `json:"chunks"`       // distinct chunks manifests refer to
 	ChunkRefs   int64 `json:"chunk_refs"`   // manifest extents, over all files
+	Objects     int   `json:"objects"`      // distinct objects manifests are
+	ObjectRefs  int64 `json:"object_refs"`  // files whose content is an object
+	Quarantined int   `json:"quarantined"`  // objects the scrub found damaged
 	// Orphans are files with no name left whose content is not freed yet:
 	// a handle still has them open, or the kernel has not forgotten them.
 	// OrphanBytes are their logical bytes as of their last seal.
@@ -56,11 +59,19 @@ func (tx *Tx) Usage() (Usage, error) {
 			u.ChunkRefs += int64(refs)
 			return err
 		}},
+		{prefixObject, func(k, v []byte) error {
+			h, _ := keyHash(k)
+			refs, err := decodeRefs(h, v)
+			u.Objects++
+			u.ObjectRefs += int64(refs)
+			return err
+		}},
+		{prefixQuarantine, func(_, _ []byte) error { u.Quarantined++; return nil }},
 		{prefixJob, func(_, _ []byte) error { u.Jobs++; return nil }},
 		{prefixGarbage, func(_, _ []byte) error { u.GarbageMarks++; return nil }},
 	}
 	for _, c := range counts {
-		err := tx.scan([]byte{c.prefix}, c.prefix == prefixChunk, func(k, v []byte) (bool, error) {
+		err := tx.scan([]byte{c.prefix}, c.prefix == prefixChunk || c.prefix == prefixObject, func(k, v []byte) (bool, error) {
 			return true, c.fn(k, v)
 		})
 		if err != nil {

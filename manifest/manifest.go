@@ -1,6 +1,6 @@
-// Package manifest says what a file's content is: an ordered list of extents,
-// each one a chunk of the content-addressed store, with holes between them, or
-// for small files the bytes themselves.
+// Package manifest says what a file's content is: one whole-file object of
+// the content-addressed store, or an ordered list of extents, each one a
+// chunk, with holes between them, or for small files the bytes themselves.
 package manifest
 
 import (
@@ -25,11 +25,14 @@ func (e Extent) End() uint64 { return e.Off + uint64(e.Len) }
 // Manifest is the sealed content of a file. Extents are ordered by Off and do
 // not overlap; a byte below Size covered by no extent is part of a hole and
 // reads as zero. A small file keeps its bytes in Inline instead (then Extents
-// is empty and len(Inline) == Size).
+// is empty and len(Inline) == Size). A file sealed whole keeps them in one
+// object instead (then Object is set, Extents and Inline are empty, and the
+// object is Size bytes long).
 type Manifest struct {
 	Size    uint64
 	Extents []Extent
 	Inline  []byte
+	Object  *cas.Hash
 }
 
 // Find returns the index of the first extent that ends after off, or
@@ -52,6 +55,7 @@ const (
 	extentLen    = 8 + 4 + len(cas.Hash{})
 	kindExtents  = 0
 	kindInline   = 1
+	kindObject   = 2
 	headerLength = 1 + 1 + 8
 )
 
@@ -60,6 +64,12 @@ var ErrCorrupt = errors.New("corrupt manifest")
 
 // Marshal encodes m for the index.
 func (m *Manifest) Marshal() []byte {
+	if m.Object != nil {
+		b := make([]byte, headerLength, headerLength+len(m.Object))
+		b[0], b[1] = formatV1, kindObject
+		binary.BigEndian.PutUint64(b[2:], m.Size)
+		return append(b, m.Object[:]...)
+	}
 	if m.Inline != nil {
 		b := make([]byte, headerLength, headerLength+len(m.Inline))
 		b[0], b[1] = formatV1, kindInline
@@ -94,6 +104,13 @@ func Unmarshal(b []byte) (*Manifest, error) {
 			return nil, fmt.Errorf("%w: inline length %d, size %d", ErrCorrupt, len(body), m.Size)
 		}
 		m.Inline = append([]byte{}, body...)
+		return m, nil
+	case kindObject:
+		if len(body) != len(cas.Hash{}) {
+			return nil, fmt.Errorf("%w: object hash of %d bytes", ErrCorrupt, len(body))
+		}
+		h := cas.Hash(body)
+		m.Object = &h
 		return m, nil
 	case kindExtents:
 		if len(body)%extentLen != 0 {

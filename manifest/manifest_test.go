@@ -24,7 +24,9 @@ func sameManifest(got, want *manifest.Manifest) bool {
 	return got.Size == want.Size &&
 		slices.Equal(got.Extents, want.Extents) &&
 		bytes.Equal(got.Inline, want.Inline) &&
-		(got.Inline == nil) == (want.Inline == nil)
+		(got.Inline == nil) == (want.Inline == nil) &&
+		(got.Object == nil) == (want.Object == nil) &&
+		(got.Object == nil || *got.Object == *want.Object)
 }
 
 func TestMarshalRoundTrip(t *testing.T) {
@@ -43,6 +45,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		{"one chunk twice", manifest.Manifest{Size: 20, Extents: []manifest.Extent{
 			{Off: 0, Len: 10, Hash: h1}, {Off: 10, Len: 10, Hash: h1}}}},
 		{"only a hole", manifest.Manifest{Size: 4096}},
+		{"object", manifest.Manifest{Size: 1 << 33, Object: &h1}},
 		{"extent ending at the largest size", manifest.Manifest{Size: math.MaxUint64, Extents: []manifest.Extent{
 			{Off: math.MaxUint64 - 10, Len: 10, Hash: h1}}}},
 	} {
@@ -103,6 +106,8 @@ func TestUnmarshalRejectsCorrupt(t *testing.T) {
 		{"zero-length extent", extents(30, manifest.Extent{Off: 10, Len: 0, Hash: h1})},
 		{"extent end wrapping around", extents(math.MaxUint64, manifest.Extent{Off: math.MaxUint64 - 1, Len: 10, Hash: h1})},
 		{"inline shorter than size", (&manifest.Manifest{Size: 6, Inline: []byte("hello")}).Marshal()},
+		{"object hash cut short", (&manifest.Manifest{Size: 4, Object: &h1}).Marshal()[:10+31]},
+		{"object hash with a stray byte", append((&manifest.Manifest{Size: 4, Object: &h1}).Marshal(), 0)},
 		{"inline longer than size", (&manifest.Manifest{Size: 4, Inline: []byte("hello")}).Marshal()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

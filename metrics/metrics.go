@@ -102,7 +102,7 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Sealed records one file sealed in took. It is fs.Options.Sealed.
-func (m *Metrics) Sealed(took time.Duration) {
+func (m *Metrics) Sealed(x *store.Sealed, took time.Duration) {
 	if m == nil {
 		return
 	}

@@ -23,14 +23,18 @@ const (
 	ProblemStrayStaging   = "stray-staging"   // a staging file no inode refers to: a crash left it, Open removes it
 	ProblemStagingFile    = "staging-file"    // an entry of the staging directory that is not a regular file
 	ProblemGarbageChunk   = "garbage-chunk"   // a chunk file no manifest uses: Sweep removes it
-	ProblemDamagedFile    = "damaged-file"    // a file that uses a missing or corrupt chunk: Repair makes its lost ranges holes
+	ProblemDamagedFile    = "damaged-file"    // a file that uses a missing or corrupt chunk or object: Repair makes its lost ranges holes
+	ProblemMissingObject  = "missing-object"  // an object a manifest is, not in the object store
+	ProblemCorruptObject  = "corrupt-object"  // an object a manifest is, that does not read back as its hash (verify only)
+	ProblemQuarantined    = "quarantined-object" // an object the scrub found damaged: opens of its files fail
+	ProblemGarbageObject  = "garbage-object"  // an object file no manifest is: Sweep removes it
 )
 
 // IsError reports whether p is a real inconsistency rather than a leftover
 // that the store removes by itself: a stray staging file (Open) or a chunk
 // no manifest uses (Sweep). After a crash, a consistent store may show both.
 func IsError(p index.Problem) bool {
-	return p.Kind != ProblemGarbageChunk && p.Kind != ProblemStrayStaging
+	return p.Kind != ProblemGarbageChunk && p.Kind != ProblemStrayStaging && p.Kind != ProblemGarbageObject
 }
 
 // OpenReadOnly opens the existing store in dir to read it while no daemon
@@ -54,6 +58,10 @@ func OpenReadOnly(dir string) (*Store, error) {
 		return nil, err
 	}
 	if s.chunks, err = cas.OpenReadOnly(filepath.Join(dir, "chunks")); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.objects, err = cas.OpenObjectsReadOnly(filepath.Join(dir, "objects")); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -131,7 +139,25 @@ func (s *Store) Check(verify bool) ([]index.Problem, error) {
 			add(l.kind, "chunk %s: %s", h, l.why)
 		}
 	}
-	damaged, err := s.Index.DamagedFiles(func(h cas.Hash) bool { _, ok := lost[h]; return ok })
+	usedObjects, objectFiles, err := s.objectSet()
+	if err != nil {
+		return nil, err
+	}
+	lostObjects, err := s.lostObjects(context.Background(), usedObjects, objectFiles, verify, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range usedObjects {
+		if l, ok := lostObjects[h]; ok {
+			add(l.kind, "object %s: %s", h, l.why)
+		}
+	}
+	for _, h := range objectFiles {
+		if _, ok := slices.BinarySearchFunc(usedObjects, h, compareHash); !ok {
+			add(ProblemGarbageObject, "object %s is no file's content", h)
+		}
+	}
+	damaged, err := s.Index.DamagedFiles(isIn(lost), isIn(lostObjects))
 	if err != nil {
 		return nil, err
 	}
@@ -151,10 +177,16 @@ func (s *Store) Check(verify bool) ([]index.Problem, error) {
 	return append(problems, fileProblems...), nil
 }
 
-// lostChunk is why a chunk a manifest uses cannot be read.
+// lostChunk is why a chunk a manifest uses, or an object a manifest is,
+// cannot be read.
 type lostChunk struct {
-	kind string // ProblemMissingChunk or ProblemCorruptChunk
+	kind string // ProblemMissingChunk or ProblemCorruptChunk; ProblemMissingObject, ProblemCorruptObject or ProblemQuarantined
 	why  string
+}
+
+// isIn is the predicate of membership in lost.
+func isIn(lost map[cas.Hash]lostChunk) func(cas.Hash) bool {
+	return func(h cas.Hash) bool { _, ok := lost[h]; return ok }
 }
 
 // chunkFiles lists the chunks that are regular files in the chunk store,
@@ -216,6 +248,9 @@ func describeDamage(d index.DamagedFile) string {
 	names := "no name (unlinked, still open)"
 	if len(d.Paths) > 0 {
 		names = strings.Join(d.Paths, ", ")
+	}
+	if d.Object != nil {
+		return fmt.Sprintf("file %s (inode %d, %d bytes): all of it lost (object %s)", names, d.Ino, d.Size, d.Object)
 	}
 	var ranges []string
 	for _, e := range d.Lost {

@@ -11,10 +11,11 @@ import (
 )
 
 // Repaired is what Repair changed: the files that lost ranges, and the
-// damaged chunk files it removed.
+// damaged chunk and object files it removed.
 type Repaired struct {
-	Files         []index.DamagedFile
-	RemovedChunks []cas.Hash
+	Files          []index.DamagedFile
+	RemovedChunks  []cas.Hash
+	RemovedObjects []cas.Hash
 }
 
 // Repair makes the store readable again after chunks were lost (DESIGN
@@ -38,15 +39,31 @@ func (s *Store) Repair() (Repaired, error) {
 		return r, err
 	}
 	lostSet, _ := s.lostChunks(context.Background(), used, files, true, nil)
-	if len(lostSet) == 0 {
+	usedObjects, objectFiles, err := s.objectSet()
+	if err != nil {
+		return r, err
+	}
+	lostObjects, err := s.lostObjects(context.Background(), usedObjects, objectFiles, true, nil)
+	if err != nil {
+		return r, err
+	}
+	if len(lostSet) == 0 && len(lostObjects) == 0 {
 		return r, nil
 	}
-	lost := func(h cas.Hash) bool { _, ok := lostSet[h]; return ok }
-	damaged, err := s.Index.DamagedFiles(lost)
+	lost, lostObject := isIn(lostSet), isIn(lostObjects)
+	damaged, err := s.Index.DamagedFiles(lost, lostObject)
 	if err != nil {
 		return r, err
 	}
 	for _, d := range damaged {
+		if d.Object != nil {
+			if h, err := s.Index.DropLostObject(d.Ino, lostObject); err != nil {
+				return r, err
+			} else if h != nil {
+				r.Files = append(r.Files, d)
+			}
+			continue
+		}
 		dropped, err := s.Index.DropLostExtents(d.Ino, lost)
 		if err != nil {
 			return r, err
@@ -64,6 +81,14 @@ func (s *Store) Repair() (Repaired, error) {
 			return r, err
 		}
 		r.RemovedChunks = append(r.RemovedChunks, h)
+	}
+	for _, h := range sortedHashes(lostObjects) {
+		// The last file that was the object freed it (DB.OnObjectDropped);
+		// one no file was is garbage that reads badly.
+		if err := s.objects.Remove(h); err != nil {
+			return r, fmt.Errorf("removing damaged object: %w", err)
+		}
+		r.RemovedObjects = append(r.RemovedObjects, h)
 	}
 	return r, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -11,22 +12,27 @@ import (
 	"github.com/statefs/statefs/index"
 )
 
-// DamagedChunk is a chunk Scrub could not read back as its hash.
+// DamagedChunk is a chunk or an object Scrub could not read back as its
+// hash.
 type DamagedChunk struct {
 	Hash cas.Hash `json:"hash"`
-	Kind string   `json:"kind"` // ProblemMissingChunk or ProblemCorruptChunk
+	Kind string   `json:"kind"` // ProblemMissingChunk, ProblemCorruptChunk, ProblemMissingObject, ProblemCorruptObject or ProblemQuarantined
 	Why  string   `json:"why"`
 	Used bool     `json:"used"` // a manifest uses it; an unused one is only garbage that reads badly
 }
 
 // Scrubbed is what Scrub found.
 type Scrubbed struct {
-	Chunks  int            `json:"chunks"` // chunks read
-	Bytes   int64          `json:"bytes"`  // their uncompressed bytes
+	Chunks  int            `json:"chunks"`  // chunks read
+	Objects int            `json:"objects"` // objects read
+	Bytes   int64          `json:"bytes"`   // their uncompressed bytes
 	Damaged []DamagedChunk `json:"damaged"`
 	// Files are the files that use a damaged chunk: what `statefs fsck
 	// --repair` would change.
 	Files []index.DamagedFile `json:"files"`
+	// Quarantined are the damaged objects this scrub quarantined
+	// (ScrubOptions.Quarantine).
+	Quarantined []cas.Hash `json:"quarantined"`
 }
 
 // ScrubOptions say how Scrub goes.
@@ -35,10 +41,14 @@ type ScrubOptions struct {
 	// the disk gives them), so that a scrub leaves a serving daemon's disk
 	// to the jobs.
 	Rate int64
-	// Progress, if set, is told how many chunks of how many Scrub has read:
-	// once before the first (every chunk file, and every chunk a manifest
-	// uses that is not one), then after each.
+	// Progress, if set, is told how many chunks and objects of how many
+	// Scrub has read: once before the first (every chunk file, and every
+	// chunk a manifest uses that is not one; the same for objects), then
+	// after each.
 	Progress func(done, total int)
+	// Quarantine marks each damaged object that a file is, so that opens
+	// of such files fail (index.DB.Quarantine): the daemon's scrubs do.
+	Quarantine bool
 }
 
 func (s *Store) scrubSet() (used, files []cas.Hash, err error) {
@@ -49,60 +59,90 @@ func (s *Store) scrubSet() (used, files []cas.Hash, err error) {
 	return used, files, err
 }
 
-// Scrub reads every chunk in the store, used or not, and verifies it
-// against its hash (DESIGN invariant 5), and checks that every chunk a
-// manifest uses is there; it reports the damaged chunks and the files
-// that use them, and changes nothing. It stops when ctx is done.
+// Scrub reads every chunk and object in the store, used or not, and
+// verifies it against its hash (DESIGN invariant 5), and checks that every
+// chunk a manifest uses and every object a manifest is are there; it
+// reports the damaged ones and the files that use them. It changes nothing
+// but, with opts.Quarantine, the quarantine marks of damaged objects. It
+// stops when ctx is done.
 //
 // It may run while the daemon serves the store. Files written meanwhile
-// are not scrubbed (the set of chunks is taken at the start), and the
-// collector may sweep chunks under it: a chunk that is missing when it is
-// read is damage only if a file still uses it once the scrub is over; one
-// no file uses vanished in a sweep, or was garbage.
+// are not scrubbed (the sets are taken at the start), and the collector
+// and the executor's removals may take chunks and objects away under it: a
+// missing one is damage only if a file still uses it once the scrub is
+// over; one no file uses vanished in a sweep, or was garbage.
 func (s *Store) Scrub(ctx context.Context, opts ScrubOptions) (Scrubbed, error) {
 	var r Scrubbed
 	used, files, err := s.scrubSet()
 	if err != nil {
 		return r, err
 	}
-	all := union(used, files)
+	usedObjects, objectFiles, err := s.objectSet()
+	if err != nil {
+		return r, err
+	}
+	all, allObjects := union(used, files), union(usedObjects, objectFiles)
+	total := len(all) + len(allObjects)
 	if opts.Progress != nil {
-		opts.Progress(0, len(all))
+		opts.Progress(0, total)
 	}
 	var limit *rate.Limiter
 	if opts.Rate > 0 {
-		// A chunk is read whole, so the bucket holds one; it starts empty.
+		// A chunk is read whole, an object a piece at a time, so the
+		// bucket holds one chunk; it starts empty.
 		limit = rate.NewLimiter(rate.Limit(opts.Rate), cas.MaxChunk)
 		limit.AllowN(time.Now(), cas.MaxChunk)
 	}
-	lost, err := s.lostChunks(ctx, all, files, true, func(n int) {
-		r.Chunks++
+	wait := func(n int) error {
 		r.Bytes += int64(n)
-		if opts.Progress != nil {
-			opts.Progress(r.Chunks, len(all))
-		}
 		if limit != nil && n > 0 && limit.WaitN(ctx, n) != nil {
 			// The wait would outlast ctx's deadline, so it failed at once:
-			// wait for ctx to end, which stops lostChunks.
+			// wait for ctx to end, which stops the scrub.
 			<-ctx.Done()
+			return ctx.Err()
 		}
+		return nil
+	}
+	lost, err := s.lostChunks(ctx, all, files, true, func(n int) {
+		r.Chunks++
+		if opts.Progress != nil {
+			opts.Progress(r.Chunks, total)
+		}
+		wait(n)
+	})
+	if err != nil {
+		return r, err
+	}
+	lostObjects, err := s.lostObjects(ctx, allObjects, objectFiles, true, func(n int) error {
+		if n < 0 { // an object done
+			r.Objects++
+			if opts.Progress != nil {
+				opts.Progress(r.Chunks+r.Objects, total)
+			}
+			return nil
+		}
+		return wait(n)
 	})
 	if err == nil {
-		err = ctx.Err() // ended during the wait after the last chunk
+		err = ctx.Err() // ended during the wait after the last one
 	}
 	if err != nil {
 		return r, err
 	}
-	if len(lost) > 0 {
-		r.Files, err = s.Index.DamagedFiles(func(h cas.Hash) bool { _, ok := lost[h]; return ok })
+	if len(lost) > 0 || len(lostObjects) > 0 {
+		r.Files, err = s.Index.DamagedFiles(isIn(lost), isIn(lostObjects))
 		if err != nil {
 			return r, err
 		}
 	}
 	usedNow := map[cas.Hash]bool{}
+	objectNow := map[cas.Hash]bool{}
 	for _, f := range r.Files {
 		for _, e := range f.Lost {
 			usedNow[e.Hash] = true
+		}
+		if f.Object != nil {
+			objectNow[*f.Object] = true
 		}
 	}
 	for _, h := range sortedHashes(lost) {
@@ -110,6 +150,23 @@ func (s *Store) Scrub(ctx context.Context, opts ScrubOptions) (Scrubbed, error) 
 			continue // swept under the scrub
 		}
 		r.Damaged = append(r.Damaged, DamagedChunk{Hash: h, Kind: lost[h].kind, Why: lost[h].why, Used: usedNow[h]})
+	}
+	for _, h := range sortedHashes(lostObjects) {
+		l := lostObjects[h]
+		if l.kind == ProblemMissingObject && !objectNow[h] {
+			continue // freed under the scrub
+		}
+		r.Damaged = append(r.Damaged, DamagedChunk{Hash: h, Kind: l.kind, Why: l.why, Used: objectNow[h]})
+		if opts.Quarantine && objectNow[h] && l.kind != ProblemQuarantined {
+			marked, err := s.Index.Quarantine(h, l.why)
+			if err != nil {
+				return r, err
+			}
+			if marked {
+				r.Quarantined = append(r.Quarantined, h)
+				slog.Error("quarantined a damaged object: opens of the files that are it fail with EIO", "object", h.String(), "why", l.why)
+			}
+		}
 	}
 	return r, nil
 }

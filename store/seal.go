@@ -16,23 +16,49 @@ import (
 )
 
 // InlineMax is the largest file whose content is kept in the index itself
-// rather than in chunks.
+// rather than in chunks or an object.
 const InlineMax = 32 << 10
 
-// Sealed is staging content cut into chunks and stored, ready to replace
-// the staging reference in the index (CommitSeal).
+// Representation is how a seal keeps a file's content.
+type Representation string
+
+const (
+	// AsInline: in the index, for files of at most InlineMax bytes.
+	AsInline Representation = "inline"
+	// AsChunks: cut into content-defined chunks, deduplicated chunk by chunk
+	// and compressed, for content that compresses.
+	AsChunks Representation = "chunks"
+	// AsObject: the staging file itself, linked into the object directory
+	// and named by its hash, for content that does not compress (SSTs):
+	// no byte is written again, and the kernel reads it by passthrough.
+	AsObject Representation = "object"
+)
+
+// Sealed is staging content made immutable and content-addressed, ready to
+// replace the staging reference in the index (CommitSeal): chunks stored,
+// or an object hashed and its bytes durable.
 type Sealed struct {
 	Ino      uint64
 	Staging  uint64
 	Manifest *manifest.Manifest
-	Atime    int64 // the staging file's times, the file's until now
+	As       Representation
+	Why      string // why the seal chose As
+	Atime    int64  // the staging file's times, the file's until now
 	Mtime    int64
 	Stored   int64 // bytes of new chunks written to disk
 
-	// pinned are the chunks the seal keeps from Sweep until it is committed
-	// or dropped (chunkGuard).
+	// tree is an object's verification tree (cas.Tree).
+	tree []byte
+	// linked is set once CommitSeal made the staging file the object.
+	linked bool
+	// healed is set when CommitSeal put the staging file in place of a
+	// quarantined object of the same hash.
+	healed bool
+
+	// pinned are the chunks, or the object, the seal keeps from Sweep
+	// until it is committed or dropped (contentGuard).
 	pinned  []cas.Hash
-	guard   *chunkGuard
+	guard   *contentGuard
 	release sync.Once
 }
 
@@ -40,10 +66,12 @@ type Sealed struct {
 // garbage for the next sweep.
 func (x *Sealed) Drop() { x.release.Do(func() { x.guard.unpin(x.pinned) }) }
 
-// Seal cuts the staging content of inode ino into content-defined chunks,
-// stores the ones the store does not have yet, and returns the manifest.
-// The index is not changed: the caller commits with CommitSeal if the file
-// was not written meanwhile. Nil if the inode has no staging content.
+// Seal makes the staging content of inode ino immutable and
+// content-addressed, and returns the manifest: inline bytes, chunks stored
+// that the store did not have yet, or an object whose bytes are durable
+// and which CommitSeal links. The index is not changed: the caller commits
+// with CommitSeal if the file was not written meanwhile. Nil if the inode
+// has no staging content.
 func (s *Store) Seal(ino uint64) (*Sealed, error) {
 	var n *index.Inode
 	err := s.Index.View(func(tx *index.Tx) (err error) {
@@ -65,14 +93,10 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, err
 	}
-	if st.Size > InlineMax {
-		if err := s.roomFor(st.Blocks * 512); err != nil {
-			return nil, fmt.Errorf("sealing inode %d: %w", ino, err)
-		}
-	}
 	x := &Sealed{Ino: ino, Staging: n.Staging, Atime: st.Atim.Nano(), Mtime: st.Mtim.Nano(),
 		Manifest: &manifest.Manifest{Size: uint64(st.Size)}, guard: &s.guard}
 	if st.Size <= InlineMax {
+		x.As, x.Why = AsInline, fmt.Sprintf("at most %d bytes", InlineMax)
 		x.Manifest.Inline = make([]byte, st.Size)
 		if _, err := io.ReadFull(f, x.Manifest.Inline); err != nil {
 			x.Drop()
@@ -80,11 +104,73 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 		}
 		return x, nil
 	}
-	if err := s.chunkFile(f, &st, x); err != nil {
+	x.As, x.Why, err = choose(f, st.Size)
+	if err == nil && x.As == AsChunks {
+		if err = s.roomFor(st.Blocks * 512); err == nil {
+			err = s.chunkFile(f, &st, x)
+		}
+	} else if err == nil {
+		err = s.hashObject(f, st.Size, x)
+	}
+	if err != nil {
 		x.Drop()
 		return nil, fmt.Errorf("sealing inode %d: %w", ino, err)
 	}
 	return x, nil
+}
+
+// sampleGroups is how many groups of a file choose compresses to decide.
+const sampleGroups = 8
+
+// choose decides how a file of size bytes, more than InlineMax, is kept,
+// from a sample of its content: a few groups spread over the file, each
+// compressed as a chunk's group would be. Chunks when most of them
+// compress (a file that compresses is seldom one that was compressed
+// already, and such files, heap-state snapshots, tend to change a little
+// from one checkpoint to the next, so that chunks also deduplicate them);
+// an object otherwise. RocksDB's and ForSt's SSTs are compressed block by
+// block and are either identical copies or entirely new, which whole-file
+// objects deduplicate as well as chunks would.
+func choose(f *os.File, size int64) (Representation, string, error) {
+	n := int(min(sampleGroups, (size+cas.GroupSize-1)/cas.GroupSize))
+	buf := make([]byte, cas.GroupSize)
+	compress := 0
+	for i := range n {
+		off := size * int64(i) / int64(n) / cas.GroupSize * cas.GroupSize
+		m, err := f.ReadAt(buf, off)
+		if err != nil && err != io.EOF {
+			return "", "", err
+		}
+		if cas.Compresses(buf[:m]) {
+			compress++
+		}
+	}
+	why := fmt.Sprintf("%d of %d sampled groups compress", compress, n)
+	if 2*compress > n {
+		return AsChunks, why, nil
+	}
+	return AsObject, why, nil
+}
+
+// hashObject hashes the staging file f of size bytes, with its
+// verification tree, and makes its bytes durable: what CommitSeal needs to
+// make it the object. The object is pinned against a sweep from here on.
+func (s *Store) hashObject(f *os.File, size int64, x *Sealed) error {
+	h, tree, err := cas.Tree(io.NewSectionReader(f, 0, size), size)
+	if err != nil {
+		return err
+	}
+	crashpoint.Hit(crashpoint.SealObjectHashed)
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return err
+	}
+	crashpoint.Hit(crashpoint.SealObjectSynced)
+	x.guard = &s.objectGuard
+	x.guard.pin(h)
+	x.pinned = []cas.Hash{h}
+	x.Manifest.Object = &h
+	x.tree = tree
+	return nil
 }
 
 // chunkFile stores the content of f as chunks. A sparse file's holes stay
@@ -161,14 +247,41 @@ func dataRegions(f *os.File, st *unix.Stat_t) ([][2]int64, error) {
 }
 
 // CommitSeal makes the manifest of x the inode's content in one index
-// transaction; the staging file goes after the commit. index.ErrStale if
-// the inode no longer refers to the staging file that was sealed.
+// transaction; the staging file goes after the commit. An object seal
+// first links the staging file as its object, unless the object is there
+// already. index.ErrStale if the inode no longer refers to the staging
+// file that was sealed. The caller keeps the file from being opened or
+// changed until it returns: once linked, the staging file's bytes are the
+// object's.
 func (s *Store) CommitSeal(x *Sealed) error {
 	defer x.Drop()
+	if x.Manifest.Object != nil {
+		if err := s.linkObject(x); err != nil {
+			return err
+		}
+	}
 	crashpoint.Hit(crashpoint.SealBeforeCommit)
-	return s.Index.Update(func(tx *index.Tx) error {
+	err := s.Index.Update(func(tx *index.Tx) error {
 		// Before the staging file goes.
 		tx.OnCommit(func() { crashpoint.Hit(crashpoint.SealCommitted) })
+		if h := x.Manifest.Object; h != nil {
+			if err := tx.SetObjectTree(*h, x.tree); err != nil {
+				return err
+			}
+			if x.healed {
+				if err := tx.Unquarantine(*h); err != nil {
+					return err
+				}
+			}
+		}
 		return tx.Seal(x.Ino, x.Staging, x.Manifest, x.Atime, x.Mtime)
 	})
+	if err != nil && (x.linked || x.healed) {
+		// The staging file stays the content, and must not stay the
+		// object's bytes too: its next writer would change them.
+		if uerr := s.unshare(x.Staging); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+	}
+	return err
 }

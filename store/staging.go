@@ -199,6 +199,11 @@ func (s *Store) Unseal(n *index.Inode, size uint64) (uint64, *os.File, error) {
 			return fail(err)
 		}
 	}
+	if m.Object != nil && size > 0 {
+		if err := s.copyObject(n.Ino, m, f, size); err != nil {
+			return fail(err)
+		}
+	}
 	var buf []byte
 	for _, e := range m.Extents {
 		if e.Off >= size {

@@ -28,13 +28,16 @@ import (
 )
 
 // FormatVersion is the on-disk layout this statefs reads and writes; it is
-// written to the FORMAT file of every store it creates. Version 1 differs
-// only in its chunk files (cas format version 1): Open upgrades such a
-// store before anything else uses it.
-const FormatVersion = 2
+// written to the FORMAT file of every store it creates. Version 3 added
+// whole-file objects (objects/, and manifests that are one): an older
+// statefs, which would not know them, refuses it. Version 2 differs from 3
+// only in having no objects, so Open upgrades it by writing FORMAT alone;
+// version 1 differs from 2 in its chunk files (cas format version 1),
+// which Open rewrites first.
+const FormatVersion = 3
 
-// upgradableVersion is the older FORMAT that Open upgrades.
-const upgradableVersion = 1
+// oldestVersion is the oldest FORMAT that Open upgrades.
+const oldestVersion = 1
 
 const formatPrefix = "statefs-store "
 
@@ -45,11 +48,12 @@ var ErrInUse = errors.New("store is in use by another statefs process")
 type Store struct {
 	Dir    string
 	Index  *index.DB
-	chunks *cas.Chunks
-	lock   *os.File
+	chunks  *cas.Chunks
+	objects *cas.Objects
+	lock    *os.File
 	// guard keeps the chunks a seal has found or stored from a sweep until
-	// its commit (guard.go).
-	guard chunkGuard
+	// its commit, and objectGuard the same for objects (guard.go).
+	guard, objectGuard contentGuard
 	// sweeping lets one Sweep run at a time. It is held across the whole
 	// sweep, so it comes before the chunk guard's lock and DB.writeMu;
 	// nothing else waits for it.
@@ -84,8 +88,8 @@ func Open(dir string) (*Store, []uint64, error) {
 		s.Close()
 		return nil, nil, err
 	}
-	if version == upgradableVersion {
-		if err := s.upgrade(); err != nil {
+	if version != FormatVersion {
+		if err := s.upgrade(version); err != nil {
 			s.Close()
 			return nil, nil, fmt.Errorf("upgrading store %s to format version %d: %w", dir, FormatVersion, err)
 		}
@@ -100,7 +104,7 @@ func Open(dir string) (*Store, []uint64, error) {
 }
 
 func (s *Store) open() error {
-	for _, sub := range []string{"index", "chunks", "staging"} {
+	for _, sub := range []string{"index", "chunks", "objects", "staging"} {
 		path := filepath.Join(s.Dir, sub)
 		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
@@ -125,6 +129,13 @@ func (s *Store) open() error {
 	if s.chunks, err = cas.Open(filepath.Join(s.Dir, "chunks")); err != nil {
 		return err
 	}
+	if s.objects, err = cas.OpenObjects(filepath.Join(s.Dir, "objects")); err != nil {
+		return err
+	}
+	s.guard.refs = (*index.Tx).ChunkRefs
+	s.objectGuard.refs = (*index.Tx).ObjectRefs
+	// An object goes once no file is it.
+	s.Index.OnObjectDropped(s.freeObject)
 	return nil
 }
 
@@ -141,8 +152,8 @@ func checkFormat(dir string) (int, error) {
 			return 0, fmt.Errorf("%s is not a statefs store: %s is %q", dir, path, b)
 		}
 		n, err := strconv.Atoi(v)
-		if err != nil || n != FormatVersion && n != upgradableVersion {
-			return 0, fmt.Errorf("store %s has format version %s; this statefs reads versions %d and %d", dir, v, upgradableVersion, FormatVersion)
+		if err != nil || n < oldestVersion || n > FormatVersion {
+			return 0, fmt.Errorf("store %s has format version %s; this statefs reads versions %d to %d", dir, v, oldestVersion, FormatVersion)
 		}
 		return n, nil
 	}
@@ -164,17 +175,21 @@ func checkFormat(dir string) (int, error) {
 
 func formatLine() []byte { return []byte(fmt.Sprintf("%s%d\n", formatPrefix, FormatVersion)) }
 
-// upgrade rewrites the chunks of a version 1 store in the current chunk
-// format, then records the new version in FORMAT. A crash before that
-// leaves FORMAT at version 1, and the next Open finishes the upgrade.
-func (s *Store) upgrade() error {
-	slog.Info("upgrading the store's chunk files to the current format", "store", s.Dir, "format", FormatVersion)
-	upgraded, damaged, err := s.chunks.Upgrade()
-	if err != nil {
-		return err
-	}
-	if damaged > 0 {
-		slog.Warn("damaged chunk files left as they are; statefs fsck --verify lists them", "damaged", damaged)
+// upgrade brings a store of an older version to FormatVersion: a version
+// 1 store's chunks are rewritten in the current chunk format first; then
+// the new version is recorded in FORMAT. A crash before that leaves FORMAT
+// as it was, and the next Open finishes the upgrade.
+func (s *Store) upgrade(version int) error {
+	if version == 1 {
+		slog.Info("upgrading the store's chunk files to the current format", "store", s.Dir)
+		upgraded, damaged, err := s.chunks.Upgrade()
+		if err != nil {
+			return err
+		}
+		if damaged > 0 {
+			slog.Warn("damaged chunk files left as they are; statefs fsck --verify lists them", "damaged", damaged)
+		}
+		slog.Info("upgraded the store's chunk files", "store", s.Dir, "chunks_rewritten", upgraded)
 	}
 	path := filepath.Join(s.Dir, "FORMAT")
 	tmp := path + ".new"
@@ -188,7 +203,7 @@ func (s *Store) upgrade() error {
 	if err := syncDir(s.Dir); err != nil {
 		return err
 	}
-	slog.Info("upgraded the store", "store", s.Dir, "chunks_rewritten", upgraded, "format", FormatVersion)
+	slog.Info("upgraded the store", "store", s.Dir, "from", version, "format", FormatVersion)
 	return nil
 }
 
@@ -248,7 +263,9 @@ func (s *Store) Statfs() (syscall.Statfs_t, error) {
 }
 
 // recover reaps inodes orphaned by a crash, removes staging files no inode
-// refers to, and lists the inodes whose staging content waits for sealing.
+// refers to, gives each staging file that shares its inode with an object
+// an inode of its own, and lists the inodes whose staging content waits
+// for sealing.
 func (s *Store) recover() ([]uint64, error) {
 	err := s.Index.Update(func(tx *index.Tx) error {
 		orphans, err := tx.Orphans()
@@ -274,7 +291,9 @@ func (s *Store) recover() ([]uint64, error) {
 				ino, err := tx.StagingInode(f.id)
 				if err == nil {
 					unsealed = append(unsealed, ino)
-					return nil
+					// A seal that linked it as an object and did not
+					// commit leaves it sharing the object's inode.
+					return s.unshare(f.id)
 				}
 				if !errors.Is(err, index.ErrNotFound) {
 					return err

@@ -29,8 +29,16 @@
 //
 //	seal-chunk-stored     store: a chunk of a seal is durable in chunks/, its manifest
 //	                      not committed (n counts chunks: a crash mid-file)
-//	seal-before-commit    store: every chunk of a seal stored (or, inline, read), the
-//	                      manifest not committed; the file is still in staging
+//	seal-object-hashed    store: a seal that keeps the file whole hashed the staging
+//	                      file, not yet synced
+//	seal-object-synced    store: that staging file's bytes are durable, not yet linked
+//	                      as an object
+//	seal-object-linked    store: the staging file is linked as its object (or the
+//	                      object was there), the manifest not committed: the staging
+//	                      file and the object share an inode
+//	seal-before-commit    store: every chunk of a seal stored (or, inline, read; or
+//	                      its object linked), the manifest not committed; the file is
+//	                      still in staging
 //	seal-committed        store: the manifest committed, the staging file not yet deleted
 //	sweep-chunk-removed   store: a sweep removed a chunk file (n counts removals)
 //	sweep-before-forget   store: a sweep removed every chunk, the index still lists them
@@ -84,6 +92,9 @@ const PauseEnvVar = "STATEFS_PAUSE_AT"
 // The crash points; the package documentation says where each one is.
 const (
 	SealChunkStored    = "seal-chunk-stored"
+	SealObjectHashed   = "seal-object-hashed"
+	SealObjectSynced   = "seal-object-synced"
+	SealObjectLinked   = "seal-object-linked"
 	SealBeforeCommit   = "seal-before-commit"
 	SealCommitted      = "seal-committed"
 	SweepChunkRemoved  = "sweep-chunk-removed"
@@ -104,7 +115,7 @@ const (
 
 // Points lists every crash point.
 var Points = []string{
-	SealChunkStored, SealBeforeCommit, SealCommitted, SweepChunkRemoved, SweepBeforeForget,
+	SealChunkStored, SealObjectHashed, SealObjectSynced, SealObjectLinked, SealBeforeCommit, SealCommitted, SweepChunkRemoved, SweepBeforeForget,
 	RecoverReaped, StoreClose, RenameBeforeCommit, RenameCommitted, ReapCommitted,
 	UnsealBeforeCommit, HandleReleased, HoldHeld, HoldPendingRemoved, HoldDropping, GCInodeRemoved,
 	GCBeforeJobDelete,

@@ -27,6 +27,9 @@ type bench struct {
 	loopback *loopbackTarget
 	statefs  *statefsTarget
 	source   *checkpointSource
+	// compressible is workload 4's checkpoint of compressible content,
+	// written into the source's tree.
+	compressible *compressibleCheckpoint
 	// servingRSS is statefs's peak RSS while serving each of workloads 1-5,
 	// keyed by the workloads' names.
 	servingRSS map[string]int64
@@ -66,6 +69,7 @@ func run(cfg config, repo string, out io.Writer) (*Report, error) {
 		{[]int{6}, b.restart},
 		{[]int{7}, b.collector},
 		{[]int{8}, b.sealedRocksDB},
+		{[]int{9}, b.subtaskLife},
 	} {
 		if cfg.runs(group.ids...) {
 			r.Workloads = append(r.Workloads, group.run()...)

@@ -5,13 +5,18 @@ package main
 // `make bench`.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/statefs/statefs/internal/testenv"
 )
@@ -64,6 +69,7 @@ func tinyConfig(repo, dir string) config {
 	c.Restart = restartSize{Inodes: 1000, Reps: 1}
 	c.Collector = collectorSize{Files: 10, FileMiB: 1, CopyCheckpoints: 2, Reps: 1, Chunks: 2000, ChunksPerFile: 100}
 	c.Sealed = sealedSize{Keys: 20000, ValueSize: 400, Reads: 2000, Reps: 1}
+	c.Life = lifeSize{Keys: 5000, WritesPerRound: 500, ValueSize: 400, Rounds: 5, Reps: 1}
 	return c
 }
 
@@ -85,7 +91,7 @@ func incomplete(r *Report) []string {
 			problems = append(problems, incompleteMetric(w, m)...)
 		}
 	}
-	for id := 1; id <= 8; id++ {
+	for id := 1; id <= lastWorkload; id++ {
 		if !seen[id] {
 			problems = append(problems, fmt.Sprintf("workload %d is missing", id))
 		}
@@ -96,8 +102,8 @@ func incomplete(r *Report) []string {
 func incompleteMetric(w *Workload, m *Metric) []string {
 	var problems []string
 	want := []string{statefs}
-	if (w.ID <= 5 || w.ID == 8) && m.Goal != nil && m.Goal.Against != "" {
-		want = targetNames
+	if m.Goal != nil && m.Goal.Against != "" {
+		want = comparedTargets(w.ID)
 	}
 	for _, t := range want {
 		if _, ok := m.Median[t]; !ok {
@@ -115,6 +121,18 @@ func incompleteMetric(w *Workload, m *Metric) []string {
 	return problems
 }
 
+// comparedTargets are the targets workload id runs statefs against, where
+// it does.
+func comparedTargets(id int) []string {
+	switch {
+	case id <= 5 || id == 8:
+		return targetNames
+	case id == 9:
+		return []string{native, statefs}
+	}
+	return []string{statefs}
+}
+
 // testLog sends the harness's progress lines to the test log.
 type testLog struct{ t *testing.T }
 
@@ -129,7 +147,7 @@ func (l testLog) Write(p []byte) (int, error) {
 func TestIncompleteCatchesEmptyResults(t *testing.T) {
 	complete := func() *Report {
 		r := &Report{}
-		for id := 1; id <= 8; id++ {
+		for id := 1; id <= lastWorkload; id++ {
 			w := newWorkload(id, fmt.Sprint("workload ", id), 1)
 			m := w.metric("throughput", "MB/s", true, ratioGoal(">=", 1.0, native))
 			for _, target := range targetNames {
@@ -203,7 +221,115 @@ func TestSealedFlags(t *testing.T) {
 	if _, err := parseFlags("/repo", []string{"--sealed-keys", "0"}); err == nil {
 		t.Error("--sealed-keys 0 accepted")
 	}
-	if _, err := parseFlags("/repo", []string{"--workloads", "9"}); err == nil {
-		t.Error("--workloads 9 accepted")
+	if _, err := parseFlags("/repo", []string{"--workloads", "10"}); err == nil {
+		t.Error("--workloads 10 accepted")
+	}
+}
+
+// Workload 9 is in the default run, once, and its sizes are flags.
+func TestLifeFlags(t *testing.T) {
+	c, err := parseFlags("/repo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.runs(9) || c.reps(c.Life.Reps) != 1 {
+		t.Errorf("default: workloads %v, workload 9 reps %d; want 9 in them, once", c.Workloads, c.reps(c.Life.Reps))
+	}
+	c, err = parseFlags("/repo", []string{"--workloads", "9", "--life-rounds", "400", "--life-keys", "1000", "--life-writes", "10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Life.Rounds != 400 || c.Life.Keys != 1000 || c.Life.WritesPerRound != 10 || c.runs(1, 2, 3, 4, 5, 6, 7, 8) {
+		t.Errorf("parsed %+v, workloads %v", c.Life, c.Workloads)
+	}
+	if _, err := parseFlags("/repo", []string{"--life-rounds", "0"}); err == nil {
+		t.Error("--life-rounds 0 accepted")
+	}
+}
+
+// Early and late are the medians of the first and the last tenth, one
+// round each at the least.
+func TestEarlyLate(t *testing.T) {
+	for _, tc := range []struct {
+		took        []float64
+		early, late float64
+	}{
+		{[]float64{5}, 5, 5},
+		{[]float64{1, 2, 3, 4, 5}, 1, 5},
+		{[]float64{3, 1, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 7, 4}, 2, 5.5},
+	} {
+		if early, late := earlyLate(tc.took); early != tc.early || late != tc.late {
+			t.Errorf("earlyLate(%v) = %v, %v; want %v, %v", tc.took, early, late, tc.early, tc.late)
+		}
+	}
+}
+
+// The compressible checkpoint compresses as its description says: zstd at
+// statefs's level (the fastest) leaves at most half of it, and the same
+// seed gives the same bytes.
+func TestCompressibleContent(t *testing.T) {
+	dir := t.TempDir()
+	var files [2][]byte
+	for i := range files {
+		path := filepath.Join(dir, fmt.Sprint(i))
+		if err := writeCompressibleFile(path, 4<<20, 7); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[i] = b
+	}
+	if len(files[0]) != 4<<20 || !bytes.Equal(files[0], files[1]) {
+		t.Fatalf("sizes %d and %d, equal %v; want 4 MiB twice, equal", len(files[0]), len(files[1]), bytes.Equal(files[0], files[1]))
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ratio := float64(len(enc.EncodeAll(files[0], nil))) / float64(len(files[0]))
+	t.Logf("zstd (fastest) leaves %.2f of it", ratio)
+	if ratio > 0.5 {
+		t.Errorf("zstd leaves %.2f of the compressible content, want at most 0.5", ratio)
+	}
+}
+
+// The disk under a directory is found, and its counter of bytes written
+// grows when a file is written and synced there.
+func TestBlockDeviceCountsWrites(t *testing.T) {
+	dir := t.TempDir()
+	dev, err := blockDeviceOf(dir)
+	if err != nil {
+		t.Skipf("no block device under %s: %v", dir, err)
+	}
+	before, err := dev.BytesWritten()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeRandomFile(filepath.Join(dir, "f"), 1<<20, 1); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Sync()
+	after, err := dev.BytesWritten()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 1<<20 {
+		t.Errorf("%s: %d bytes written over a synced write of 1 MiB", dev.name, after-before)
+	}
+}
+
+// A process's CPU time is read from /proc/PID/stat.
+func TestProcCPUSeconds(t *testing.T) {
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(deadline) {
+	}
+	secs, err := procCPUSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secs < 0.01 {
+		t.Errorf("%v s of CPU after spinning 50 ms", secs)
 	}
 }

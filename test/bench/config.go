@@ -15,7 +15,7 @@ type config struct {
 	JSON        string // where the results go as JSON
 	Markdown    string // where the tables go (they are also printed)
 	Reps        int    // repetitions of each workload unless it has its own
-	Workloads   []int  // which of 1-8 to run
+	Workloads   []int  // which of 1-9 to run
 	StatefsArgs []string
 
 	CopyIn    copyInSize
@@ -24,6 +24,7 @@ type config struct {
 	Restart   restartSize
 	Collector collectorSize
 	Sealed    sealedSize
+	Life      lifeSize
 }
 
 // copyInSize sizes workloads 1 and 4: Checkpoints checkpoints of SSTs files
@@ -81,17 +82,31 @@ type sealedSize struct {
 	Reps      int
 }
 
+// lifeSize sizes workload 9: a database of Keys keys, then Rounds rounds of
+// WritesPerRound overwrites and a checkpoint each.
+type lifeSize struct {
+	Keys           int // fillrandom, then overwrite, write this many keys before the first round
+	WritesPerRound int // overwrites in each round
+	ValueSize      int
+	Rounds         int
+	Reps           int
+}
+
+// lastWorkload is the highest workload number.
+const lastWorkload = 9
+
 func defaultConfig(repo string) config {
 	dir := filepath.Join(repo, "var", "bench")
 	// The heaviest workloads repeat less, so that the default run stays
 	// around 10 minutes on 2 cores: 1, 2 and 7 twice, 5 (50,000 files on
-	// each target, about 100 s a repetition) and 8 (about 100 s) once.
+	// each target, about 100 s a repetition), 8 (about 100 s) and 9 (at most
+	// about 3 minutes a target) once.
 	return config{
 		Dir:       dir,
 		JSON:      filepath.Join(dir, "result.json"),
 		Markdown:  filepath.Join(dir, "result.md"),
 		Reps:      3,
-		Workloads: []int{1, 2, 3, 4, 5, 6, 7, 8},
+		Workloads: []int{1, 2, 3, 4, 5, 6, 7, 8, 9},
 		CopyIn:    copyInSize{Checkpoints: 10, SSTs: 10, SSTMiB: 64, Reps: 2},
 		RocksDB:   rocksDBSize{Keys: 30000, NoSyncKeys: 100000, ValueSize: 400, Reads: 100000, SeqPasses: 10, Checkpoints: 10, WritesBetween: 2000, Reps: 2},
 		Metadata:  metadataSize{Files: 50000, Dirs: 100, Reps: 1},
@@ -99,6 +114,7 @@ func defaultConfig(repo string) config {
 		Collector: collectorSize{Files: 500, FileMiB: 4, CopyCheckpoints: 2, Reps: 2, Chunks: 1_000_000, ChunksPerFile: 1000},
 		// 2,400,000 keys of 400 bytes leave about 400 MB of SSTs.
 		Sealed: sealedSize{Keys: 2_400_000, ValueSize: 400, Reads: 60000, Reps: 1},
+		Life:   lifeSize{Keys: 100_000, WritesPerRound: 5000, ValueSize: 400, Rounds: 200, Reps: 1},
 	}
 }
 
@@ -111,7 +127,7 @@ func parseFlags(repo string, args []string) (config, error) {
 	jsonPath := fs.String("json", "", "write the results as JSON to `file` (default DIR/result.json)")
 	mdPath := fs.String("markdown", "", "write the tables to `file` (default DIR/result.md)")
 	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions per workload (median reported)")
-	only := fs.String("workloads", "1,2,3,4,5,6,7,8", "comma-separated workloads to run (1 and 4 run together, as do 2 and 3)")
+	only := fs.String("workloads", "1,2,3,4,5,6,7,8,9", "comma-separated workloads to run (1 and 4 run together, as do 2 and 3)")
 	statefsArgs := fs.String("statefs-args", "", "extra flags for statefs mount, space-separated (e.g. --passthrough=false)")
 
 	fs.IntVar(&c.CopyIn.Checkpoints, "copyin-checkpoints", c.CopyIn.Checkpoints, "workload 1: checkpoints copied in")
@@ -147,6 +163,12 @@ func parseFlags(repo string, args []string) (config, error) {
 	fs.IntVar(&c.Sealed.Reads, "sealed-reads", c.Sealed.Reads, "workload 8: reads by each readrandom (cold, and after the restore)")
 	fs.IntVar(&c.Sealed.Reps, "sealed-reps", c.Sealed.Reps, "workload 8: repetitions (0: --reps)")
 
+	fs.IntVar(&c.Life.Keys, "life-keys", c.Life.Keys, "workload 9: keys written by fillrandom and again by overwrite before the first round")
+	fs.IntVar(&c.Life.WritesPerRound, "life-writes", c.Life.WritesPerRound, "workload 9: keys overwritten in each round")
+	fs.IntVar(&c.Life.ValueSize, "life-value-size", c.Life.ValueSize, "workload 9: value size in bytes")
+	fs.IntVar(&c.Life.Rounds, "life-rounds", c.Life.Rounds, "workload 9: rounds of overwrite, checkpoint and prune (e.g. 400 for a longer life)")
+	fs.IntVar(&c.Life.Reps, "life-reps", c.Life.Reps, "workload 9: repetitions (0: --reps)")
+
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -173,8 +195,8 @@ func parseWorkloads(list string) ([]int, error) {
 	var ids []int
 	for _, f := range strings.Split(list, ",") {
 		id, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || id < 1 || id > 8 {
-			return nil, fmt.Errorf("--workloads: %q is not a workload (1-8)", f)
+		if err != nil || id < 1 || id > lastWorkload {
+			return nil, fmt.Errorf("--workloads: %q is not a workload (1-%d)", f, lastWorkload)
 		}
 		ids = append(ids, id)
 	}
@@ -190,7 +212,8 @@ func (c config) check() error {
 		"--rocksdb-writes-between": c.RocksDB.WritesBetween, "--meta-files": c.Metadata.Files, "--meta-dirs": c.Metadata.Dirs,
 		"--restart-inodes": c.Restart.Inodes, "--gc-file-mib": c.Collector.FileMiB, "--gc-copy-checkpoints": c.Collector.CopyCheckpoints,
 		"--gc-chunks-per-file": c.Collector.ChunksPerFile, "--sealed-keys": c.Sealed.Keys, "--sealed-value-size": c.Sealed.ValueSize,
-		"--sealed-reads": c.Sealed.Reads,
+		"--sealed-reads": c.Sealed.Reads, "--life-keys": c.Life.Keys, "--life-writes": c.Life.WritesPerRound,
+		"--life-value-size": c.Life.ValueSize, "--life-rounds": c.Life.Rounds,
 	}
 	for name, v := range positive {
 		if v <= 0 {
@@ -205,7 +228,7 @@ func (c config) check() error {
 	}
 	for name, v := range map[string]int{"--copyin-reps": c.CopyIn.Reps, "--rocksdb-reps": c.RocksDB.Reps,
 		"--meta-reps": c.Metadata.Reps, "--restart-reps": c.Restart.Reps, "--gc-reps": c.Collector.Reps,
-		"--sealed-reps": c.Sealed.Reps} {
+		"--sealed-reps": c.Sealed.Reps, "--life-reps": c.Life.Reps} {
 		if v < 0 {
 			return fmt.Errorf("%s must not be negative, got %d", name, v)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -86,6 +87,42 @@ func (d *daemon) kill() {
 // bytes.
 func (d *daemon) PeakRSS() (int64, error) {
 	return procStatusBytes(d.cmd.Process.Pid, "VmHWM")
+}
+
+// CPUSeconds is the CPU time the daemon has used so far, user and system
+// (utime and stime of /proc/<pid>/stat). It must be read while the daemon
+// runs: once it is reaped, /proc forgets it.
+func (d *daemon) CPUSeconds() (float64, error) {
+	return procCPUSeconds(d.cmd.Process.Pid)
+}
+
+// clockTicks is the unit of the times in /proc/<pid>/stat: USER_HZ, which
+// Linux fixes at 100 for user space whatever the kernel's own tick rate.
+const clockTicks = 100
+
+// procCPUSeconds reads utime and stime of /proc/<pid>/stat: fields 14 and
+// 15, counted after the command name, which is in parentheses and may hold
+// spaces.
+func procCPUSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	fields := strings.Fields(string(b[i+1:])) // from field 3, the state
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(fields))
+	}
+	var ticks [2]int64
+	for j, f := range fields[11:13] {
+		if ticks[j], err = strconv.ParseInt(f, 10, 64); err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+	}
+	return float64(ticks[0]+ticks[1]) / clockTicks, nil
 }
 
 // procStatusBytes reads a "kB" field of /proc/<pid>/status.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -58,6 +59,37 @@ func writeRandomFile(path string, size int64, seed uint64) error {
 	binary.LittleEndian.PutUint64(key[:], seed)
 	_, err = io.CopyN(f, rand.NewChaCha8(key), size)
 	return closeAfter(f, err)
+}
+
+// writeCompressibleFile writes size bytes of text that compresses as
+// uncompressed SST blocks and logs do, the same for the same seed: lines
+// of a hex key and a value of random lower-case letters written twice (as
+// db_bench makes its values compress to half). zstd at its fastest level
+// shrinks it to about two fifths.
+func writeCompressibleFile(path string, size int64, seed uint64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
+	r := rand.New(rand.NewChaCha8(key))
+	w := bufio.NewWriterSize(f, ioBlock)
+	var line []byte
+	half := make([]byte, 48)
+	for n := int64(0); n < size; n += int64(len(line)) {
+		for i := range half {
+			half[i] = 'a' + byte(r.IntN(26))
+		}
+		line = fmt.Appendf(line[:0], "%016x %s%s\n", r.Uint64(), half, half)
+		if rest := size - n; int64(len(line)) > rest {
+			line = line[:rest]
+		}
+		if _, err := w.Write(line); err != nil {
+			return closeAfter(f, err)
+		}
+	}
+	return closeAfter(f, w.Flush())
 }
 
 // closeAfter closes f and returns the first error.

@@ -1,6 +1,6 @@
 // Command bench measures statefs side by side with the bare disk and with a
-// bare FUSE loopback on the same disk: eight workloads modelled on
-// Flink running RocksDB, each repeated with the three targets taking turns,
+// bare FUSE loopback on the same disk: nine workloads modelled on
+// Flink running RocksDB, each repeated with the targets taking turns,
 // printed as one table per workload with its targets, and written
 // as JSON. BENCHMARKS.md at the repository root holds the latest tables.
 //

@@ -207,6 +207,14 @@ func (t *statefsTarget) TakePeakRSS() int64 {
 	return peak
 }
 
+// CPUSeconds is the CPU time the running daemon has used since it started.
+func (t *statefsTarget) CPUSeconds() (float64, error) {
+	if t.d == nil {
+		return 0, fmt.Errorf("statefs is not running")
+	}
+	return t.d.CPUSeconds()
+}
+
 // statefsStatus is the part of .statefs/status.json the harness reads.
 type statefsStatus struct {
 	Unsealed    int  `json:"unsealed"`
