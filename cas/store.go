@@ -9,13 +9,15 @@ import (
 )
 
 var (
-	// ErrNotFound means there is no chunk with the hash asked for.
-	ErrNotFound = errors.New("chunk not found")
-	// ErrCorrupt means a chunk file is damaged: a bad header, a truncated or
-	// undecodable payload, or bytes that do not match the hash (DESIGN invariant 5).
-	ErrCorrupt = errors.New("chunk corrupt")
-	// ErrReadOnly is a write asked of Chunks opened read-only.
-	ErrReadOnly = errors.New("chunk store opened read-only")
+	// ErrNotFound means there is no chunk (or object) with the hash asked for.
+	ErrNotFound = errors.New("not found")
+	// ErrCorrupt means a chunk or object file is damaged: a bad header, a
+	// truncated or undecodable payload, or bytes that do not match the hash
+	// (DESIGN invariant 5).
+	ErrCorrupt = errors.New("corrupt")
+	// ErrReadOnly is a change asked of a chunk or object directory opened
+	// read-only.
+	ErrReadOnly = errors.New("opened read-only")
 )
 
 // tempPrefix starts the name of every temporary file; no chunk name has it.

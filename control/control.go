@@ -142,17 +142,34 @@ type Server struct {
 	// Collected, if set, is told of every collector run that is not dry
 	// (metrics).
 	Collected func(gc.Report, error)
+	// Scrubbed, if set, is told of every scrub pass, periodic or asked for
+	// on the socket, with what it found and the error it ended on
+	// (metrics).
+	Scrubbed func(store.Scrubbed, error)
 
 	// gcMu lets one collector run at a time, from the socket or the
 	// periodic timer, and Close waits for a run with it. It is the first
 	// lock a run takes: the collector's removals take fs's and the store's
-	// locks under it. scrubMu does the same for scrubs, which take only
-	// the chunk store's read cache lock.
+	// locks under it. scrubMu does the same for scrubs, which take the
+	// chunk store's read cache lock and, to quarantine an object, the
+	// index's writer lock.
 	gcMu    sync.Mutex
 	scrubMu sync.Mutex
 	slots   chan struct{} // requests at work (admit)
 	srv     *http.Server
 	ln      net.Listener
+
+	// closing is done once Close has begun: scrubs stop then, rather than
+	// hold the daemon's exit for the hours a pass can take.
+	closeOnce sync.Once
+	closing   context.Context
+	endScrubs context.CancelFunc
+}
+
+// stopping is a context that is done once Close has begun.
+func (s *Server) stopping() context.Context {
+	s.closeOnce.Do(func() { s.closing, s.endScrubs = context.WithCancel(context.Background()) })
+	return s.closing
 }
 
 // Listen creates the socket (replacing a stale one: the caller holds the
@@ -264,16 +281,22 @@ func (s *Server) admitted(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// Close stops serving, waits a while for requests under way and for a
-// collector run to end, and removes the socket.
+// Close stops the scrubs under way, stops serving, waits a while for
+// requests under way and for a collector run to end, and removes the
+// socket. Once it returns no scrub or periodic collector run of s reads
+// the store.
 func (s *Server) Close() error {
-	if s.srv == nil {
-		return nil
+	s.stopping()
+	s.endScrubs()
+	var err error
+	if s.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = s.srv.Shutdown(ctx)
+		os.Remove(filepath.Join(s.Store.Dir, SocketName))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := s.srv.Shutdown(ctx)
-	os.Remove(filepath.Join(s.Store.Dir, SocketName))
+	s.scrubMu.Lock() // a stopped scrub ends before the store closes
+	defer s.scrubMu.Unlock()
 	s.gcMu.Lock() // a periodic run ends before the store closes
 	defer s.gcMu.Unlock()
 	return err

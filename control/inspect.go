@@ -23,9 +23,10 @@ import (
 
 // Inspect and DU are read-only views of a store for `statefs inspect` and
 // `statefs du`. Each reads the index in one transaction, so its inodes,
-// manifests and reference counts are of one commit; the sizes of chunk and
-// staging files are read from the disk afterwards, so on a store a daemon
-// is changing they are of a moment later.
+// manifests, reference counts and quarantine marks are of one commit; the
+// sizes of chunk, object and staging files are read from the disk
+// afterwards, so on a store a daemon is changing they are of a moment
+// later.
 
 // CheckPath refuses a path Inspect cannot take: it must be relative to the
 // mount root ("." is the root itself) and go downwards only.
@@ -62,12 +63,33 @@ type Inspection struct {
 	Entries *int   `json:"entries,omitempty"` // a directory's names
 
 	// Content is where a regular file's bytes are: "inline" (in the index),
-	// "sealed" (Extents), "staging" (staging file Staging, not sealed yet)
-	// or "empty".
-	Content string          `json:"content,omitempty"`
+	// "sealed" (As says how), "staging" (staging file Staging, not sealed
+	// yet) or "empty".
+	Content string `json:"content,omitempty"`
+	// As is how sealed content is kept: "chunks" (Extents, Sharing) or
+	// "object" (Object).
+	As      string          `json:"as,omitempty"`
 	Staging uint64          `json:"staging,omitempty"`
 	Extents []ChunkExtent   `json:"extents,omitempty"`
-	Sharing *ContentSharing `json:"sharing,omitempty"` // of a sealed file
+	Sharing *ContentSharing `json:"sharing,omitempty"` // of a file sealed as chunks
+	Object  *ObjectContent  `json:"object,omitempty"`  // of a file sealed as an object
+}
+
+// ObjectContent is the object a file sealed whole is, with what the store
+// knows of it.
+type ObjectContent struct {
+	Hash string `json:"hash"`
+	// Refs are the files whose content is the object, this one included
+	// (a file counts once however many names it has).
+	Refs      uint64 `json:"refs"`
+	DiskBytes int64  `json:"disk_bytes"` // the object file's size
+	Missing   bool   `json:"missing,omitempty"`
+	// Quarantined is set when a scrub found the object damaged: opens of
+	// its files fail with EIO. QuarantinedAt and QuarantinedWhy say when
+	// and what the check said.
+	Quarantined    bool      `json:"quarantined"`
+	QuarantinedAt  time.Time `json:"quarantined_at,omitzero"`
+	QuarantinedWhy string    `json:"quarantined_why,omitempty"`
 }
 
 // Owner is owner.Owner as inspect shows it; an unowned inode has level
@@ -139,10 +161,22 @@ func Inspect(s *store.Store, path string) (*Inspection, error) {
 		switch {
 		case m.Inline != nil:
 			in.Content = "inline"
+		case m.Object != nil:
+			in.Content, in.As = "sealed", string(store.AsObject)
+			refs, err := tx.ObjectRefs(*m.Object)
+			if err != nil {
+				return err
+			}
+			in.Object = &ObjectContent{Hash: m.Object.String(), Refs: refs}
+			q, err := tx.Quarantined(*m.Object)
+			if err != nil || q == nil {
+				return err
+			}
+			in.Object.Quarantined, in.Object.QuarantinedAt, in.Object.QuarantinedWhy = true, time.Unix(0, q.At).UTC(), q.Why
 		case len(m.Extents) == 0 && m.Size == 0:
 			in.Content = "empty"
 		default:
-			in.Content = "sealed"
+			in.Content, in.As = "sealed", string(store.AsChunks)
 			in.Extents = make([]ChunkExtent, len(m.Extents))
 			for i, e := range m.Extents {
 				refs, err := tx.ChunkRefs(e.Hash)
@@ -164,10 +198,20 @@ func Inspect(s *store.Store, path string) (*Inspection, error) {
 		}
 		in.Size = uint64(fi.Size())
 	}
-	if in.Content == "sealed" {
+	switch in.As {
+	case string(store.AsChunks):
 		if err := in.share(s, m); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+	case string(store.AsObject):
+		size, err := s.ObjectSize(*m.Object)
+		switch {
+		case errors.Is(err, cas.ErrNotFound):
+			in.Object.Missing = true
+		case err != nil:
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		in.Object.DiskBytes = size
 	}
 	return in, nil
 }
@@ -305,12 +349,19 @@ type DiskUsage struct {
 	// UnreferencedBytes are on disk in chunks no file in the namespace uses:
 	// garbage the next sweep removes, or the content of files that were
 	// removed while open. Total.PhysicalBytes - staging + UnreferencedBytes
-	// is the chunk store's size.
+	// + UnreferencedObjectBytes is the size of the chunk and object stores
+	// (but for object files no manifest is at all, which a crash can leave
+	// and the next sweep removes).
 	UnreferencedChunks int   `json:"unreferenced_chunks"`
 	UnreferencedBytes  int64 `json:"unreferenced_bytes"`
-	// MissingChunks are used by files but not on disk (statefs fsck says
-	// more); they count no physical bytes.
-	MissingChunks int `json:"missing_chunks,omitempty"`
+	// UnreferencedObjects are objects that only files with no name left
+	// are (removed while open), and their bytes on disk.
+	UnreferencedObjects     int   `json:"unreferenced_objects"`
+	UnreferencedObjectBytes int64 `json:"unreferenced_object_bytes"`
+	// MissingChunks and MissingObjects are used by files but not on disk
+	// (statefs fsck says more); they count no physical bytes.
+	MissingChunks  int `json:"missing_chunks,omitempty"`
+	MissingObjects int `json:"missing_objects,omitempty"`
 }
 
 // GroupUsage sums the regular files of one group, each inode once however
@@ -322,11 +373,18 @@ type GroupUsage struct {
 	// file's size).
 	LogicalBytes int64 `json:"logical_bytes"`
 	// PhysicalBytes are the group's share of the disk: each chunk's size
-	// divided evenly among the extents that use it (the remainder bytes to
-	// the first ones in name order, so that shares add up to the chunk's
-	// size exactly), plus the staging files. Inline content lives in the
-	// index and counts nothing.
+	// divided evenly among the extents that use it, and each object's
+	// among the files that are it (the remainder bytes to the first ones
+	// in name order, so that shares add up to the file's size exactly),
+	// plus the staging files. Inline content lives in the index and counts
+	// nothing.
 	PhysicalBytes int64 `json:"physical_bytes"`
+}
+
+// stored is a file of the chunk or the object store.
+type stored struct {
+	hash   cas.Hash
+	object bool
 }
 
 // DU walks the namespace once and sums its files by owner.
@@ -336,14 +394,14 @@ func DU(s *store.Store, by Grouping) (*DiskUsage, error) {
 	}
 	type use struct {
 		group int
-		chunk cas.Hash
+		of    stored
 	}
 	var (
 		groups  []*GroupUsage
 		byName  = map[string]int{}
 		ofOwner = map[uint64]int{} // owner id -> group
-		uses    []use              // every extent, in walk order
-		users   = map[cas.Hash]int64{}
+		uses    []use              // every extent and object, in walk order
+		users   = map[stored]int64{}
 		staging = map[uint64]int{}  // staging id -> group
 		seen    = map[uint64]bool{} // inodes counted: a file of several names counts once
 	)
@@ -379,9 +437,15 @@ func DU(s *store.Store, by Grouping) (*DiskUsage, error) {
 			if err != nil {
 				return err
 			}
+			if m.Object != nil {
+				o := stored{*m.Object, true}
+				uses = append(uses, use{g, o})
+				users[o]++
+			}
 			for _, e := range m.Extents {
-				uses = append(uses, use{g, e.Hash})
-				users[e.Hash]++
+				c := stored{e.Hash, false}
+				uses = append(uses, use{g, c})
+				users[c]++
 			}
 			return nil
 		}
@@ -401,32 +465,62 @@ func DU(s *store.Store, by Grouping) (*DiskUsage, error) {
 		return nil, err
 	}
 	du := &DiskUsage{By: by}
-	sizes := map[cas.Hash]int64{}
+	sizes := map[stored]int64{}
 	err = s.WalkChunks(func(h cas.Hash, size int64) error {
-		if users[h] == 0 {
+		if users[stored{h, false}] == 0 {
 			du.UnreferencedChunks++
 			du.UnreferencedBytes += size
 		} else {
-			sizes[h] = size
+			sizes[stored{h, false}] = size
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for h := range users {
-		if _, ok := sizes[h]; !ok {
-			du.MissingChunks++
+	objects, err := s.Index.UsedObjects()
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range objects {
+		if users[stored{h, true}] > 0 {
+			continue // sized below
+		}
+		size, err := s.ObjectSize(h)
+		switch {
+		case errors.Is(err, cas.ErrNotFound):
+			continue // freed since, or missing: fsck's business
+		case err != nil:
+			return nil, err
+		}
+		du.UnreferencedObjects++
+		du.UnreferencedObjectBytes += size
+	}
+	for c := range users {
+		if !c.object {
+			if _, ok := sizes[c]; !ok {
+				du.MissingChunks++
+			}
+			continue
+		}
+		size, err := s.ObjectSize(c.hash)
+		switch {
+		case errors.Is(err, cas.ErrNotFound):
+			du.MissingObjects++
+		case err != nil:
+			return nil, err
+		default:
+			sizes[c] = size
 		}
 	}
-	shared := map[cas.Hash]int64{} // uses of the chunk given their share so far
+	shared := map[stored]int64{} // uses of the file given their share so far
 	for _, u := range uses {
-		size, k := sizes[u.chunk], users[u.chunk]
+		size, k := sizes[u.of], users[u.of]
 		share := size / k
-		if shared[u.chunk] < size%k {
+		if shared[u.of] < size%k {
 			share++
 		}
-		shared[u.chunk]++
+		shared[u.of]++
 		groups[u.group].PhysicalBytes += share
 	}
 	for id, g := range staging {

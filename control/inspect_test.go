@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/control"
@@ -32,10 +33,22 @@ type fixture struct{ *storetest.Fixture }
 
 func newFixture(t *testing.T) *fixture { return &fixture{storetest.New(t)} }
 
-// random is n bytes that do not compress, the same for the same seed.
+// random is n bytes that do not compress, the same for the same seed: past
+// store.InlineMax, a seal keeps them as an object.
 func random(n int, seed uint64) []byte {
 	b := make([]byte, n)
 	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)}).Read(b)
+	return b
+}
+
+// text is n random letters of four, the same for the same seed: they
+// compress, so past store.InlineMax a seal cuts them into chunks, and the
+// chunks of two seeds never deduplicate.
+func text(n int, seed uint64) []byte {
+	b := random(n, seed)
+	for i, c := range b {
+		b[i] = "acgt"[c&3]
+	}
 	return b
 }
 
@@ -83,7 +96,7 @@ func (f *fixture) diskBytes(in *control.Inspection) int64 {
 // The store the tests inspect: job A's checkpoint holds a file that job B's
 // holds too (deduplicated: the same chunks), one only A has (with a second
 // name), one not sealed yet and a small one; the executor and the root hold
-// a file each that no job owns.
+// a file each that no job owns, the executor's one sealed as an object.
 const (
 	sharedSize = 2<<20 + 12345
 	uniqueSize = 1<<20 + 777
@@ -108,11 +121,11 @@ var (
 
 func buildStore(t *testing.T) *fixture {
 	f := newFixture(t)
-	shared := random(sharedSize, 1)
+	shared := text(sharedSize, 1)
 	f.Write(sharedA, shared, 0, true)
 	f.Write(sharedB, shared, 0, true)
-	f.Link(linkA, f.Write(uniqueA, random(uniqueSize, 2), 0, true))
-	f.Write(sparseA, random(600<<10, 3), 4<<20, true)
+	f.Link(linkA, f.Write(uniqueA, text(uniqueSize, 2), 0, true))
+	f.Write(sparseA, text(600<<10, 3), 4<<20, true)
 	f.Write(stageA, random(stageSize, 4), 0, false)
 	f.Write(inlineA, random(inlineSize, 5), 0, true)
 	f.Write(execF, random(execSize, 6), 0, true)
@@ -131,8 +144,9 @@ func TestInspectFile(t *testing.T) {
 	if shared.Owner != wantOwner {
 		t.Errorf("%s: owner %+v, want %+v", sharedA, shared.Owner, wantOwner)
 	}
-	if shared.Content != "sealed" || shared.Size != sharedSize || len(shared.Extents) < 2 {
-		t.Fatalf("%s: content %s, size %d, %d extents; want sealed, %d, several", sharedA, shared.Content, shared.Size, len(shared.Extents), sharedSize)
+	if shared.Content != "sealed" || shared.As != "chunks" || shared.Object != nil || shared.Size != sharedSize || len(shared.Extents) < 2 {
+		t.Fatalf("%s: content %s as %s (object %v), size %d, %d extents; want sealed as chunks, %d, several",
+			sharedA, shared.Content, shared.As, shared.Object, shared.Size, len(shared.Extents), sharedSize)
 	}
 	var end uint64
 	for _, e := range shared.Extents {
@@ -155,8 +169,8 @@ func TestInspectFile(t *testing.T) {
 	}
 	var disk int64
 	for _, e := range unique.Extents {
-		if e.Refs != 1 || e.DiskBytes <= int64(e.Len) {
-			t.Errorf("%s: extent %+v: want refs 1 and the chunk's raw size (random bytes do not compress)", linkA, e)
+		if e.Refs != 1 || e.DiskBytes <= 0 || e.DiskBytes >= int64(e.Len) {
+			t.Errorf("%s: extent %+v: want refs 1 and the chunk compressed (text compresses)", linkA, e)
 		}
 		disk += e.DiskBytes
 	}
@@ -184,6 +198,98 @@ func TestInspectFile(t *testing.T) {
 	}
 	if in := f.inspect(rootF); in.Owner != (control.Owner{Level: "none"}) {
 		t.Errorf("%s: owner %+v, want unowned", rootF, in.Owner)
+	}
+	if in := f.inspect(execF); in.Content != "sealed" || in.As != "object" || in.Object == nil || in.Extents != nil || in.Sharing != nil {
+		t.Errorf("%s: content %s as %s, object %+v, extents %v, sharing %v; want sealed as an object, without chunks",
+			execF, in.Content, in.As, in.Object, in.Extents, in.Sharing)
+	}
+}
+
+// objectSize is the size on disk of the object in's file is.
+func (f *fixture) objectSize(in *control.Inspection) int64 {
+	f.T.Helper()
+	if in.Object == nil {
+		f.T.Fatalf("%s is not sealed as an object: %+v", in.Path, in)
+	}
+	size, err := f.S.ObjectSize(f.object(in))
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	return size
+}
+
+// object is the hash of the object in's file is.
+func (f *fixture) object(in *control.Inspection) cas.Hash {
+	f.T.Helper()
+	h, err := cas.ParseHash(in.Object.Hash)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	return h
+}
+
+// A file sealed as an object shows the object: its hash, the files that
+// are it (a file of two names counts once), its size on disk, and whether
+// a scrub quarantined it, with why; du splits its size among those files.
+func TestInspectObject(t *testing.T) {
+	f := newFixture(t)
+	const size = 200<<10 + 5
+	data := random(size, 9)
+	a, b := chk(jobA)+"/000009.sst", chk(jobB)+"/000009.sst"
+	f.Link(chk(jobA)+"/000009.link", f.Write(a, data, 0, true))
+	f.Write(b, data, 0, true)
+	alone := chk(jobA) + "/000010.sst"
+	f.Write(alone, random(size, 10), 0, true)
+
+	in := f.inspect(a)
+	if in.Content != "sealed" || in.As != "object" || in.Size != size || in.Nlink != 2 || in.Extents != nil || in.Sharing != nil || in.Object == nil {
+		t.Fatalf("%s: content %s as %s, size %d, nlink %d, extents %v, sharing %v, object %v; want sealed as an object of %d bytes and 2 names",
+			a, in.Content, in.As, in.Size, in.Nlink, in.Extents, in.Sharing, in.Object, size)
+	}
+	want := control.ObjectContent{Hash: cas.Sum(data).String(), Refs: 2, DiskBytes: f.objectSize(in)}
+	if *in.Object != want || want.DiskBytes < size {
+		t.Errorf("%s: object %+v, want %+v of at least %d bytes on disk", a, *in.Object, want, size)
+	}
+	if other := f.inspect(b).Object; other == nil || *other != want {
+		t.Errorf("%s: object %+v, want the same object as %s: %+v", b, other, a, want)
+	}
+	if other := f.inspect(alone).Object; other == nil || other.Refs != 1 || other.Hash == want.Hash || other.Quarantined {
+		t.Errorf("%s: object %+v, want an object of its own, refs 1, not quarantined", alone, other)
+	}
+
+	du := f.du(control.ByJob)
+	half := want.DiskBytes / 2
+	if len(du.Groups) != 2 || du.Groups[0].PhysicalBytes != want.DiskBytes-half+f.objectSize(f.inspect(alone)) || du.Groups[1].PhysicalBytes != half ||
+		du.UnreferencedObjects != 0 || du.MissingObjects != 0 {
+		t.Errorf("du: %+v; want A and B to split the shared object's %d bytes, A to pay for its own", du, want.DiskBytes)
+	}
+
+	before := time.Now()
+	if marked, err := f.S.Index.Quarantine(f.object(in), "bytes 0-16384 are not the object's"); err != nil || !marked {
+		t.Fatalf("Quarantine: %v, %v", marked, err)
+	}
+	q := f.inspect(b).Object
+	if q == nil || !q.Quarantined || q.QuarantinedWhy != "bytes 0-16384 are not the object's" ||
+		q.QuarantinedAt.Before(before.Truncate(time.Second)) || q.QuarantinedAt.After(time.Now()) {
+		t.Errorf("%s after its object was quarantined: %+v, want it quarantined now, with why", b, q)
+	}
+	if other := f.inspect(alone).Object; other.Quarantined {
+		t.Errorf("%s: quarantined with another file's object", alone)
+	}
+
+	// Removed while open, the last file of an object leaves it unreferenced.
+	ino := f.Lookup(alone)
+	err := f.S.Index.Update(func(tx *index.Tx) error {
+		_, err := tx.Remove(f.Lookup(chk(jobA)), "000010.sst")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := f.du(control.ByJob)
+	if after.UnreferencedObjects != 1 || after.UnreferencedObjectBytes != int64(size) {
+		t.Errorf("du with %s (inode %d) removed while open: %d objects, %d bytes unreferenced; want 1, %d",
+			alone, ino, after.UnreferencedObjects, after.UnreferencedObjectBytes, size)
 	}
 }
 
@@ -282,7 +388,7 @@ func TestDU(t *testing.T) {
 	for _, c := range []struct{ got, want control.GroupUsage }{
 		{a, wantA},
 		{b, wantB},
-		{du.Groups[2], control.GroupUsage{Group: "(no job)", Files: 1, LogicalBytes: execSize, PhysicalBytes: f.diskBytes(exec)}},
+		{du.Groups[2], control.GroupUsage{Group: "(no job)", Files: 1, LogicalBytes: execSize, PhysicalBytes: f.objectSize(exec)}},
 		{du.Groups[3], control.GroupUsage{Group: "(unowned)", Files: 1, LogicalBytes: rootSize}},
 	} {
 		if c.got != c.want {
@@ -294,8 +400,9 @@ func TestDU(t *testing.T) {
 		t.Errorf("total %+v, unreferenced %d, missing %d; want %+v (the store's stats), 0, 0",
 			du.Total, du.UnreferencedBytes, du.MissingChunks, total)
 	}
-	if stats.PhysicalBytes != stats.ChunkBytes+stageSize {
-		t.Fatalf("stats: physical %d, chunks %d: the fixture should have one staging file", stats.PhysicalBytes, stats.ChunkBytes)
+	if stats.PhysicalBytes != stats.ChunkBytes+stats.ObjectBytes+stageSize || stats.ObjectFiles != 1 {
+		t.Fatalf("stats: physical %d, chunks %d, %d objects of %d bytes: the fixture should have one staging file and one object",
+			stats.PhysicalBytes, stats.ChunkBytes, stats.ObjectFiles, stats.ObjectBytes)
 	}
 
 	byExec := f.du(control.ByExecutor)
@@ -347,7 +454,7 @@ func TestInspectThroughDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, p := range []string{sharedA, chk(jobA), stageA, "."} {
+	for _, p := range []string{sharedA, execF, chk(jobA), stageA, "."} {
 		in, err := client.Inspect(ctx, p)
 		if err != nil {
 			t.Fatalf("client.Inspect(%s): %v", p, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 )
 
 // ScrubLine is one line of the daemon's answer to a scrub, which streams
-// JSON lines: the number of chunks to read first, then how many are read,
-// every scrubEvery, and last the report or the error.
+// JSON lines: the number of chunks and objects to read first, then how
+// many are read, every scrubEvery, and last the report or the error.
 type ScrubLine struct {
 	Total  int             `json:"total,omitempty"`
 	Done   int             `json:"done,omitempty"`
@@ -30,8 +31,12 @@ type ScrubRequest struct {
 // scrubEvery is how often a scrub tells its client how far it got.
 const scrubEvery = 200 * time.Millisecond
 
-// scrub reads and verifies every chunk of the store the daemon serves
-// (store.Scrub), one scrub at a time; a client that goes away stops it.
+// scrub reads and verifies every chunk and object of the store the daemon
+// serves (store.Scrub), one scrub at a time, and quarantines the damaged
+// objects files are, as the periodic scrub does: the daemon serves them,
+// and an open of a damaged one must fail rather than hand the kernel
+// unverified bytes by passthrough. A client that goes away stops it, and
+// so does Close.
 func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 	var req ScrubRequest
 	if !decode(w, r, &req) {
@@ -60,8 +65,11 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.stopping(), cancel)()
 	var last time.Time
-	report, err := s.Store.Scrub(r.Context(), store.ScrubOptions{Rate: req.Rate, Progress: func(done, total int) {
+	report, err := s.Store.Scrub(ctx, store.ScrubOptions{Rate: req.Rate, Quarantine: true, Progress: func(done, total int) {
 		switch {
 		case done == 0:
 			send(ScrubLine{Total: total})
@@ -72,6 +80,9 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 		}
 		last = time.Now()
 	}})
+	if s.Scrubbed != nil {
+		s.Scrubbed(report, err)
+	}
 	if err != nil {
 		send(ScrubLine{Error: err.Error()})
 		return
@@ -80,8 +91,9 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 }
 
 // Scrub has the daemon scrub its store, at most opts.Rate bytes a second;
-// opts.Progress, if set, is told how many chunks of how many are read as
-// the scrub goes.
+// opts.Progress, if set, is told how many chunks and objects of how many
+// are read as the scrub goes. The daemon quarantines the damaged objects
+// whatever opts.Quarantine says (Server.scrub).
 func (c *Client) Scrub(ctx context.Context, opts store.ScrubOptions) (store.Scrubbed, error) {
 	resp, err := c.send(ctx, http.MethodPost, "/scrub", ScrubRequest{Rate: opts.Rate})
 	if err != nil {
@@ -108,6 +120,51 @@ func (c *Client) Scrub(ctx context.Context, opts store.ScrubOptions) (store.Scru
 		}
 		if opts.Progress != nil {
 			opts.Progress(l.Done, total)
+		}
+	}
+}
+
+// ScrubEvery scrubs the whole store every interval, at most rate bytes a
+// second (0: no limit), until ctx ends or Close begins. The first pass
+// starts one interval after the call; a pass that takes longer than
+// interval is followed by the next at once. A pass never
+// overlaps one asked for on the socket: it waits for that one to end. It
+// quarantines the damaged objects files are, and logs one line a pass.
+func (s *Server) ScrubEvery(ctx context.Context, interval time.Duration, rate int64) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.stopping(), cancel)()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.scrubMu.Lock()
+		if ctx.Err() != nil { // stopped while a scrub on the socket ran
+			s.scrubMu.Unlock()
+			return
+		}
+		start := time.Now()
+		report, err := s.Store.Scrub(ctx, store.ScrubOptions{Rate: rate, Quarantine: true})
+		s.scrubMu.Unlock()
+		if s.Scrubbed != nil {
+			s.Scrubbed(report, err)
+		}
+		attrs := []any{"chunks", report.Chunks, "objects", report.Objects, "bytes", report.Bytes,
+			"damaged", len(report.Damaged), "quarantined", len(report.Quarantined), "took", time.Since(start).Round(time.Millisecond)}
+		switch {
+		case ctx.Err() != nil:
+			slog.Info("periodic scrub stopped before its end", attrs...)
+			return
+		case err != nil:
+			slog.Error("periodic scrub failed", append(attrs, "err", err)...)
+		case len(report.Damaged) > 0:
+			slog.Warn("periodic scrub found damage; statefs scrub lists it, statefs fsck --repair makes the lost ranges holes", attrs...)
+		default:
+			slog.Info("periodic scrub", attrs...)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package metrics is what the daemon tells its operators: Prometheus metrics
-// of the FUSE operations it serves, of its seals and collector runs and of
-// its store, and the health that liveness and readiness probes ask for.
+// of the FUSE operations it serves, of its seals, collector runs and scrubs
+// and of its store, and the health that liveness and readiness probes ask
+// for.
 //
 // Two costs are kept apart. The FUSE operations are counted and timed on
 // every request, so that path only touches observers created up front (no
@@ -10,6 +11,8 @@
 package metrics
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -24,9 +27,10 @@ import (
 )
 
 // Metrics are the metrics of one mounted store, in a registry of their own.
-// The methods that record something (FUSE, Sealed, Collected) do nothing on
-// a nil *Metrics, so a daemon without --metrics-addr passes nil and pays
-// nothing.
+// The methods that record something (FUSE, Sealed, Collected, Scrubbed) do
+// nothing on
+// a nil *Metrics, so a daemon without --metrics-addr passes nil and
+// pays nothing.
 type Metrics struct {
 	Registry *prometheus.Registry
 
@@ -35,10 +39,22 @@ type Metrics struct {
 	readBytes    prometheus.Counter
 	writtenBytes prometheus.Counter
 	sealDuration prometheus.Histogram
+	seals        *prometheus.CounterVec // by representation
+	sealedBytes  *prometheus.CounterVec // by representation
 	gcRuns       *prometheus.CounterVec
 	gcFreed      prometheus.Counter
 	gcCollected  prometheus.Counter
+
+	scrubBytes       prometheus.Counter
+	scrubRuns        *prometheus.CounterVec
+	scrubComplete    prometheus.Gauge // unix time the last complete pass ended
+	scrubDamaged     prometheus.Gauge // what the last complete pass found
+	scrubQuarantined prometheus.Counter
 }
+
+// representations are the values of the as label, every one reported from
+// the start so that a rate over them never misses its first seal.
+var representations = []store.Representation{store.AsInline, store.AsChunks, store.AsObject}
 
 // New makes the metrics of the store s: s is read at every scrape (see
 // storeCollector), the rest is recorded by the hooks.
@@ -66,6 +82,14 @@ func New(s *store.Store) *Metrics {
 			// 1ms to 65s: a small file inlined to a multi-GB SST file.
 			Buckets: prometheus.ExponentialBuckets(1e-3, 4, 9),
 		}),
+		seals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statefs_seals_total",
+			Help: "Files sealed, by how their content is kept: inline (in the index), chunks (content that compresses) or object (content that does not, kept whole without being written again).",
+		}, []string{"as"}),
+		sealedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statefs_sealed_bytes_total",
+			Help: "Logical bytes of the files sealed, by how their content is kept: inline, chunks or object.",
+		}, []string{"as"}),
 		gcRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statefs_gc_runs_total",
 			Help: "Collector runs in this daemon (periodic or asked for on the control socket; dry runs aside), by result: ok or failed.",
@@ -78,14 +102,41 @@ func New(s *store.Store) *Metrics {
 			Name: "statefs_gc_collected_total",
 			Help: "Jobs and executor trees whose state the collector removed.",
 		}),
+		scrubBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "statefs_scrub_bytes_total",
+			Help: "Bytes of chunks and objects the daemon's scrubs (periodic or asked for on the control socket) read and verified against their hashes.",
+		}),
+		scrubRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statefs_scrub_runs_total",
+			Help: "Scrub passes of this daemon over the whole store, by result: ok (every chunk and object read, damaged or not) or failed (the pass ended on an error). Passes stopped by a shutdown or by the client that asked are not counted.",
+		}, []string{"result"}),
+		scrubComplete: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "statefs_scrub_last_complete_timestamp_seconds",
+			Help: "Unix time at which this daemon's last complete scrub pass ended (0: none yet).",
+		}),
+		scrubDamaged: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "statefs_scrub_damaged",
+			Help: "Damaged chunks and objects the last complete scrub pass of this daemon found (quarantined objects included).",
+		}),
+		scrubQuarantined: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "statefs_scrub_quarantined_total",
+			Help: "Damaged objects this daemon's scrubs quarantined: opens of the files that are them fail with EIO.",
+		}),
 	}
 	for op, name := range opNames {
 		m.opLatency[op] = m.ops.WithLabelValues(name)
 	}
+	for _, as := range representations {
+		m.seals.WithLabelValues(string(as))
+		m.sealedBytes.WithLabelValues(string(as))
+	}
 	for _, result := range []string{"ok", "failed"} {
 		m.gcRuns.WithLabelValues(result)
+		m.scrubRuns.WithLabelValues(result)
 	}
-	m.Registry.MustRegister(m.ops, m.readBytes, m.writtenBytes, m.sealDuration, m.gcRuns, m.gcFreed, m.gcCollected,
+	m.Registry.MustRegister(m.ops, m.readBytes, m.writtenBytes, m.sealDuration, m.seals, m.sealedBytes,
+		m.gcRuns, m.gcFreed, m.gcCollected,
+		m.scrubBytes, m.scrubRuns, m.scrubComplete, m.scrubDamaged, m.scrubQuarantined,
 		newStoreCollector(s, storeScanInterval, scanCostFactor),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -101,12 +152,14 @@ func (m *Metrics) Handler() http.Handler {
 	})
 }
 
-// Sealed records one file sealed in took. It is fs.Options.Sealed.
+// Sealed records one file sealed as x in took. It is fs.Options.Sealed.
 func (m *Metrics) Sealed(x *store.Sealed, took time.Duration) {
 	if m == nil {
 		return
 	}
 	m.sealDuration.Observe(took.Seconds())
+	m.seals.WithLabelValues(string(x.As)).Inc()
+	m.sealedBytes.WithLabelValues(string(x.As)).Add(float64(x.Manifest.Size))
 }
 
 // Collected records one collector run that was not dry. It is
@@ -122,6 +175,28 @@ func (m *Metrics) Collected(r gc.Report, err error) {
 	m.gcRuns.WithLabelValues(result).Inc()
 	m.gcFreed.Add(float64(r.Swept.Bytes))
 	m.gcCollected.Add(float64(len(r.Collected)))
+}
+
+// Scrubbed records one scrub pass of the daemon that ended with r and err.
+// It is control.Server.Scrubbed. What a pass read and quarantined counts
+// however it ended; a pass that ctx stopped (err is context.Canceled or
+// DeadlineExceeded) is not a run, so that restarts do not look like
+// failures.
+func (m *Metrics) Scrubbed(r store.Scrubbed, err error) {
+	if m == nil {
+		return
+	}
+	m.scrubBytes.Add(float64(r.Bytes))
+	m.scrubQuarantined.Add(float64(len(r.Quarantined)))
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+	case err != nil:
+		m.scrubRuns.WithLabelValues("failed").Inc()
+	default:
+		m.scrubRuns.WithLabelValues("ok").Inc()
+		m.scrubComplete.Set(float64(time.Now().UnixNano()) / 1e9)
+		m.scrubDamaged.Set(float64(len(r.Damaged)))
+	}
 }
 
 // errorLog sends promhttp's complaints to the daemon's log.

@@ -4,7 +4,10 @@ package metrics
 // build the store collector with no scan interval so each gather rescans.
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,9 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/gc"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/storetest"
+	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
 )
 
@@ -163,14 +168,21 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	if m.FUSE(raw) != raw {
 		t.Error("a nil *Metrics wraps the file system")
 	}
-	m.Sealed(time.Second)
+	m.Sealed(sealed(store.AsChunks, 1), time.Second)
 	m.Collected(gc.Report{}, nil)
+	m.Scrubbed(store.Scrubbed{}, nil)
+}
+
+// sealed is a seal of size bytes kept as as, as fs reports it.
+func sealed(as store.Representation, size uint64) *store.Sealed {
+	return &store.Sealed{As: as, Manifest: &manifest.Manifest{Size: size}}
 }
 
 func TestSealsAndCollectorRuns(t *testing.T) {
 	m := New(storetest.New(t).S)
-	m.Sealed(20 * time.Millisecond)
-	m.Sealed(3 * time.Second)
+	m.Sealed(sealed(store.AsObject, 5<<20), 20*time.Millisecond)
+	m.Sealed(sealed(store.AsChunks, 3<<20), 3*time.Second)
+	m.Sealed(sealed(store.AsObject, 1<<20), time.Second)
 	m.Collected(gc.Report{Collected: make([]gc.Candidate, 2), Swept: store.Swept{Chunks: 3, Bytes: 3 << 20}}, nil)
 	m.Collected(gc.Report{Swept: store.Swept{Bytes: 1 << 20}}, errors.New("oracle gone"))
 
@@ -179,7 +191,13 @@ func TestSealsAndCollectorRuns(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"statefs_seal_duration_seconds", nil, 2},
+		{"statefs_seal_duration_seconds", nil, 3},
+		{"statefs_seals_total", []string{"as", "object"}, 2},
+		{"statefs_seals_total", []string{"as", "chunks"}, 1},
+		{"statefs_seals_total", []string{"as", "inline"}, 0},
+		{"statefs_sealed_bytes_total", []string{"as", "object"}, 6 << 20},
+		{"statefs_sealed_bytes_total", []string{"as", "chunks"}, 3 << 20},
+		{"statefs_sealed_bytes_total", []string{"as", "inline"}, 0},
 		{"statefs_gc_runs_total", []string{"result", "ok"}, 1},
 		{"statefs_gc_runs_total", []string{"result", "failed"}, 1},
 		{"statefs_gc_freed_bytes_total", nil, 4 << 20},
@@ -188,6 +206,91 @@ func TestSealsAndCollectorRuns(t *testing.T) {
 		if got := sample(t, m.Registry, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+}
+
+// A pass counts by how it ended; one stopped by its context is no run, and
+// only a complete pass sets the time and the damage found.
+func TestScrubPasses(t *testing.T) {
+	m := New(storetest.New(t).S)
+	if got := sample(t, m.Registry, "statefs_scrub_last_complete_timestamp_seconds"); got != 0 {
+		t.Errorf("statefs_scrub_last_complete_timestamp_seconds = %v before any pass, want 0", got)
+	}
+	damaged := []store.DamagedChunk{{Kind: store.ProblemCorruptObject}, {Kind: store.ProblemCorruptChunk}}
+	before := time.Now()
+	m.Scrubbed(store.Scrubbed{Chunks: 3, Objects: 2, Bytes: 7 << 20, Damaged: damaged, Quarantined: make([]cas.Hash, 1)}, nil)
+	after := time.Now()
+	at := sample(t, m.Registry, "statefs_scrub_last_complete_timestamp_seconds")
+	if at < float64(before.Unix()) || at > float64(after.Unix()+1) {
+		t.Errorf("statefs_scrub_last_complete_timestamp_seconds = %v, want between %d and %d", at, before.Unix(), after.Unix()+1)
+	}
+	m.Scrubbed(store.Scrubbed{Bytes: 1 << 20}, errors.New("index: closed"))
+	m.Scrubbed(store.Scrubbed{Bytes: 2 << 20, Quarantined: make([]cas.Hash, 1)}, fmt.Errorf("scrub: %w", context.Canceled))
+
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"statefs_scrub_runs_total", []string{"result", "ok"}, 1},
+		{"statefs_scrub_runs_total", []string{"result", "failed"}, 1},
+		{"statefs_scrub_bytes_total", nil, 10 << 20},
+		{"statefs_scrub_quarantined_total", nil, 2},
+		{"statefs_scrub_damaged", nil, 2},
+		{"statefs_scrub_last_complete_timestamp_seconds", nil, at},
+	} {
+		if got := sample(t, m.Registry, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+// Files sealed as objects are counted as object files and bytes, and a
+// quarantined object as such, beside the chunks.
+func TestObjectMetricsAreReadWhenScraped(t *testing.T) {
+	f := storetest.New(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStoreCollector(f.S, 0, 0))
+	noise := make([]byte, 200<<10) // does not compress: an object
+	rand.NewChaCha8([32]byte{1}).Read(noise)
+	ino := f.Write("tm_a/tmp/000001.sst", noise, 0, true)
+	f.Write("tm_a/tmp/000002.sst", noise, 0, true) // the same object
+	f.Write("tm_a/tmp/state", []byte(strings.Repeat("state ", 20000)), 0, true)
+	var object cas.Hash
+	err := f.S.Index.View(func(tx *index.Tx) error {
+		m, err := tx.Manifest(ino)
+		if err == nil && m.Object == nil {
+			err = fmt.Errorf("%d random bytes were not sealed as an object", len(noise))
+		}
+		if err == nil {
+			object = *m.Object
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sample(t, reg, "statefs_quarantined_objects"); got != 0 {
+		t.Errorf("statefs_quarantined_objects = %v before any quarantine, want 0", got)
+	}
+	if _, err := f.S.Index.Quarantine(object, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		want float64
+	}{
+		{"statefs_objects", 1},
+		{"statefs_object_bytes", float64(len(noise))},
+		{"statefs_quarantined_objects", 1},
+	} {
+		if got := sample(t, reg, c.name); got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		}
+	}
+	chunks := sample(t, reg, "statefs_chunk_bytes")
+	if got := sample(t, reg, "statefs_physical_bytes"); chunks <= 0 || got != chunks+float64(len(noise)) {
+		t.Errorf("statefs_physical_bytes = %v, want the chunks' %v and the object's %d", got, chunks, len(noise))
 	}
 }
 
@@ -277,7 +380,10 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatalf("GET /metrics: %d\n%s", rec.Code, rec.Body)
 	}
 	for _, name := range []string{"statefs_fuse_op_duration_seconds_bucket", "statefs_seal_duration_seconds_count",
-		"statefs_logical_bytes", "statefs_jobs{verdict=\"gone\"}", "statefs_gc_runs_total{result=\"ok\"}", "go_goroutines"} {
+		"statefs_logical_bytes", "statefs_jobs{verdict=\"gone\"}", "statefs_gc_runs_total{result=\"ok\"}", "go_goroutines",
+		"statefs_seals_total{as=\"object\"}", "statefs_sealed_bytes_total{as=\"inline\"}", "statefs_scrub_runs_total{result=\"failed\"}",
+		"statefs_scrub_bytes_total", "statefs_scrub_last_complete_timestamp_seconds", "statefs_scrub_quarantined_total",
+		"statefs_objects", "statefs_object_bytes", "statefs_quarantined_objects"} {
 		if !strings.Contains(rec.Body.String(), name) {
 			t.Errorf("GET /metrics has no %s", name)
 		}

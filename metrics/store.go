@@ -58,13 +58,19 @@ var (
 	descLogical = prometheus.NewDesc("statefs_logical_bytes",
 		"Bytes the files hold as their readers see them (sealed and staging).", nil, nil)
 	descPhysical = prometheus.NewDesc("statefs_physical_bytes",
-		"Bytes the files take on the disk: chunk files and staging files (the index aside).", nil, nil)
+		"Bytes the files take on the disk: chunk files, object files and staging files (the index aside).", nil, nil)
 	descSavedRatio = prometheus.NewDesc("statefs_saved_ratio",
 		"Logical bytes over physical bytes: what deduplication and compression save together (0 while the store is empty).", nil, nil)
 	descChunks = prometheus.NewDesc("statefs_chunks",
 		"Chunk files in the store.", nil, nil)
 	descChunkBytes = prometheus.NewDesc("statefs_chunk_bytes",
 		"Bytes of chunk files on the disk, after compression.", nil, nil)
+	descObjects = prometheus.NewDesc("statefs_objects",
+		"Object files in the store: the whole content of files sealed as objects (content that does not compress), one per distinct content.", nil, nil)
+	descObjectBytes = prometheus.NewDesc("statefs_object_bytes",
+		"Bytes of object files on the disk.", nil, nil)
+	descQuarantined = prometheus.NewDesc("statefs_quarantined_objects",
+		"Objects a scrub found damaged and quarantined: opens of the files that are them fail with EIO until fsck --repair makes those files holes or a seal of the same bytes replaces the object.", nil, nil)
 	descScanAge = prometheus.NewDesc("statefs_store_scan_age_seconds",
 		"Age of the scan of the store the other store gauges come from (a scan answers for 20 times as long as it took, 5 s at the least).", nil, nil)
 	descDiskFull = prometheus.NewDesc("statefs_disk_full",
@@ -81,7 +87,8 @@ var _ prometheus.Collector = (*storeCollector)(nil)
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStagingBytes, descStagingFiles, descUnsealed, descFiles,
-		descOrphans, descOrphanBytes, descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes, descJobs, descScanAge, descDiskFull} {
+		descOrphans, descOrphanBytes, descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes,
+		descObjects, descObjectBytes, descQuarantined, descJobs, descScanAge, descDiskFull} {
 		ch <- d
 	}
 }
@@ -112,6 +119,9 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descSavedRatio, st.SavedRatio)
 	gauge(descChunks, float64(st.ChunkFiles))
 	gauge(descChunkBytes, float64(st.ChunkBytes))
+	gauge(descObjects, float64(st.ObjectFiles))
+	gauge(descObjectBytes, float64(st.ObjectBytes))
+	gauge(descQuarantined, float64(st.Quarantined))
 	gauge(descScanAge, time.Since(scanned).Seconds())
 	for v, n := range scan.jobs {
 		gauge(descJobs, float64(n), index.Verdict(v).String())

@@ -27,7 +27,7 @@ type checkedStore struct {
 func newCheckedStore(t *testing.T) checkedStore {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
-	s, _ := open(t, dir)
+	s := openChunked(t, dir)
 	defer s.Close()
 	big := random(100<<10, 1)
 	ino, _ := addContent(t, s, "big", big)

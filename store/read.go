@@ -28,8 +28,8 @@ func (e *ChunkError) Unwrap() []error { return []error{syscall.EIO, e.Err} }
 
 // ReadAt fills dst with the content of m at off and returns how many bytes
 // it filled (fewer at the end of the file). Holes read as zeros. A chunk
-// that is missing or fails its hash fails the read with a *ChunkError
-// (DESIGN invariant 5): never wrong bytes. Only the groups of each chunk
+// that is missing or fails its hash fails the read with a *ChunkError, an
+// object with an *ObjectError (DESIGN invariant 5): never wrong bytes. Only the groups of each chunk
 // that hold the bytes asked for are read and verified.
 func (s *Store) ReadAt(ino uint64, m *manifest.Manifest, dst []byte, off int64) (int, error) {
 	if off < 0 || uint64(off) >= m.Size {
@@ -39,6 +39,16 @@ func (s *Store) ReadAt(ino uint64, m *manifest.Manifest, dst []byte, off int64) 
 	dst = dst[:n]
 	if m.Inline != nil {
 		return copy(dst, m.Inline[off:]), nil
+	}
+	if m.Object != nil {
+		// Verified, as every read here: fs reads the objects it keeps open
+		// itself (ObjectFile), by passthrough or not.
+		o, err := s.OpenObject(ino, m, true)
+		if err != nil {
+			return 0, err
+		}
+		defer o.Close()
+		return o.ReadAt(dst, off)
 	}
 	pos := uint64(off)
 	end := pos + uint64(n)

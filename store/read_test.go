@@ -38,7 +38,7 @@ func TestReadCorruptChunk(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
-			s, _ := open(t, dir)
+			s := openChunked(t, dir)
 			ino, _ := addContent(t, s, "f", tc.content)
 			m := seal(t, s, ino)
 			if len(m.Extents) < 2 {

@@ -30,7 +30,7 @@ type damagedStore struct {
 func newDamagedStore(t *testing.T) damagedStore {
 	t.Helper()
 	ds := damagedStore{dir: filepath.Join(t.TempDir(), "store")}
-	s, _ := open(t, ds.dir)
+	s := openChunked(t, ds.dir)
 	for i := range ds.inos {
 		ds.contents[i] = random(3<<20, uint64(10+i))
 		ino, _ := addContent(t, s, []string{"a", "b", "c"}[i], ds.contents[i])
@@ -177,7 +177,7 @@ func TestScrubFindsDamagedChunks(t *testing.T) {
 // file uses that disappears is. (Both are removed at the scrub's first
 // chunk, and both sort after that one.)
 func TestScrubUnderSweep(t *testing.T) {
-	s := newStore(t)
+	s := newChunkedStore(t)
 	ino, _ := addContent(t, s, "x", random(3<<20, 21))
 	m := seal(t, s, ino)
 	var garbage []cas.Hash

@@ -104,7 +104,11 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 		}
 		return x, nil
 	}
-	x.As, x.Why, err = choose(f, st.Size)
+	if s.sealAs != "" {
+		x.As, x.Why = s.sealAs, "--seal-as"
+	} else {
+		x.As, x.Why, err = choose(f, st.Size)
+	}
 	if err == nil && x.As == AsChunks {
 		if err = s.roomFor(st.Blocks * 512); err == nil {
 			err = s.chunkFile(f, &st, x)
@@ -118,6 +122,11 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 	}
 	return x, nil
 }
+
+// SetSealAs makes every seal of a file longer than InlineMax keep it as
+// r (AsChunks or AsObject) instead of choosing from its content; "" lets
+// each seal choose. Set it before the first seal.
+func (s *Store) SetSealAs(r Representation) { s.sealAs = r }
 
 // sampleGroups is how many groups of a file choose compresses to decide.
 const sampleGroups = 8
@@ -256,6 +265,18 @@ func dataRegions(f *os.File, st *unix.Stat_t) ([][2]int64, error) {
 func (s *Store) CommitSeal(x *Sealed) error {
 	defer x.Drop()
 	if x.Manifest.Object != nil {
+		// Never link a staging file the inode no longer refers to: its
+		// writer may still change it.
+		err := s.Index.View(func(tx *index.Tx) error {
+			n, err := tx.Inode(x.Ino)
+			if err == nil && n.Staging != x.Staging {
+				err = index.ErrStale
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
 		if err := s.linkObject(x); err != nil {
 			return err
 		}

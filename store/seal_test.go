@@ -94,7 +94,7 @@ func TestSealLargeFileIntoExtents(t *testing.T) {
 		{"5 MiB text", text(5 << 20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStore(t)
+			s := newChunkedStore(t)
 			ino, _ := addContent(t, s, "f", tc.content)
 			m := seal(t, s, ino)
 			if m.Inline != nil || m.Size != uint64(len(tc.content)) {
@@ -238,7 +238,7 @@ func checkReads(t *testing.T, s *store.Store, ino uint64, m *manifest.Manifest, 
 }
 
 func TestIdenticalFilesShareChunks(t *testing.T) {
-	s := newStore(t)
+	s := newChunkedStore(t)
 	content := random(6<<20, 6)
 	a, _ := addContent(t, s, "a", content)
 	b, _ := addContent(t, s, "b", content)

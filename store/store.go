@@ -61,6 +61,8 @@ type Store struct {
 	// beforeRemove, set by tests, runs when Sweep has found chunk h still
 	// unreferenced, right before it removes it.
 	beforeRemove func(h cas.Hash)
+	// sealAs, if set, is how every seal keeps a file (SetSealAs).
+	sealAs Representation
 	// space keeps the index writable on a full disk (space.go); nil for a
 	// store opened for a check.
 	space *spaceKeeper

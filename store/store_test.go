@@ -88,9 +88,9 @@ func TestOpenRefusesForeignDirectories(t *testing.T) {
 		{
 			name: "FORMAT of a newer version", store: true,
 			setup: func(dir string) error {
-				return os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("statefs-store 3\n"), 0o600)
+				return os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("statefs-store 4\n"), 0o600)
 			},
-			errHas: "version 3",
+			errHas: "format version 4",
 		},
 		{
 			name: "FORMAT of version 0", store: true,

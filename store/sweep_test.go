@@ -50,7 +50,7 @@ func remove(s *store.Store, name string) error {
 // chunks fall to zero references, while the sweeper removes every chunk
 // it sees unreferenced. No surviving file may lose a chunk.
 func TestSweepRacingDedupingWriters(t *testing.T) {
-	s := newStore(t)
+	s := newChunkedStore(t)
 	blobs := make([][]byte, 8)
 	for i := range blobs {
 		blobs[i] = make([]byte, 1<<20+i*4096) // above the inline limit: chunked
@@ -163,7 +163,7 @@ func manifestOf(s *store.Store, ino uint64) (*manifest.Manifest, error) {
 // anew; without the chunk guard it commits a reference to a chunk the
 // sweeper then removes.
 func TestSweepWaitsOutADedupingSeal(t *testing.T) {
-	s := newStore(t)
+	s := newChunkedStore(t)
 	blob := make([]byte, 1<<20)
 	rng := rand.New(rand.NewPCG(3, 3))
 	for i := range blob {
@@ -221,7 +221,7 @@ func TestSweepWaitsOutADedupingSeal(t *testing.T) {
 // commit, removes the other garbage, and leaves the seal's chunks, which
 // the commit then refers to.
 func TestSweepRunsBesideAnUncommittedSeal(t *testing.T) {
-	s := newStore(t)
+	s := newChunkedStore(t)
 	kept, other := random(1<<20, 11), random(1<<20, 12)
 	for name, data := range map[string][]byte{"kept": kept, "other": other} {
 		if err := sealNew(s, name, data); err != nil {

@@ -20,7 +20,7 @@ import (
 func TestOpenUpgradesVersion1(t *testing.T) {
 	for _, crashed := range []bool{false, true} {
 		dir := filepath.Join(t.TempDir(), "store")
-		s, _ := open(t, dir)
+		s := openChunked(t, dir) // a version 1 store has no objects
 		contents := [][]byte{random(3<<20, 40), text(3 << 20), random(100, 41)}
 		var inos []uint64
 		var ms []*manifest.Manifest
@@ -40,6 +40,9 @@ func TestOpenUpgradesVersion1(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("statefs-store 1\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.RemoveAll(filepath.Join(dir, "objects")); err != nil {
+			t.Fatal(err)
+		}
 
 		// Read as it is, for a check, without upgrading.
 		c, err := store.OpenReadOnly(dir)
@@ -52,7 +55,7 @@ func TestOpenUpgradesVersion1(t *testing.T) {
 		c.Close()
 
 		s, _ = open(t, dir)
-		if b, _ := os.ReadFile(filepath.Join(dir, "FORMAT")); string(b) != "statefs-store 2\n" {
+		if b, _ := os.ReadFile(filepath.Join(dir, "FORMAT")); string(b) != "statefs-store 3\n" {
 			t.Fatalf("FORMAT after the upgrade is %q", b)
 		}
 		for _, path := range chunkFilesOf(t, dir) {
@@ -67,6 +70,45 @@ func TestOpenUpgradesVersion1(t *testing.T) {
 			t.Fatalf("check after the upgrade: %v, %v", problems, err)
 		}
 		s.Close()
+	}
+}
+
+// A store of format version 2 (chunks only, no objects/) opens as it is:
+// FORMAT says 3, its chunked files read back, and new seals write objects.
+func TestOpenUpgradesVersion2(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s := openChunked(t, dir)
+	old := random(3<<20, 42)
+	ino, _ := addContent(t, s, "old", old)
+	m := seal(t, s, ino)
+	s.Close()
+	if err := os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("statefs-store 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "objects")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.OpenReadOnly(dir)
+	if err != nil {
+		t.Fatalf("read-only open of a version 2 store: %v", err)
+	}
+	if problems, err := c.Check(true); err != nil || len(problems) != 0 {
+		t.Fatalf("check of a version 2 store: %v, %v", problems, err)
+	}
+	c.Close()
+	s, _ = open(t, dir)
+	defer s.Close()
+	if b, _ := os.ReadFile(filepath.Join(dir, "FORMAT")); string(b) != "statefs-store 3\n" {
+		t.Fatalf("FORMAT after the upgrade is %q", b)
+	}
+	checkReads(t, s, ino, m, old)
+	fresh := random(3<<20, 43)
+	ino, _ = addContent(t, s, "new", fresh)
+	if m := seal(t, s, ino); m.Object == nil {
+		t.Fatalf("a new seal of random bytes in an upgraded store: %+v, want an object", m)
+	}
+	if problems, err := s.Check(true); err != nil || len(problems) != 0 {
+		t.Fatalf("check after the upgrade: %v, %v", problems, err)
 	}
 }
 

@@ -33,6 +33,24 @@ func open(t *testing.T, dir string) (*store.Store, []uint64) {
 	return s, unsealed
 }
 
+// openChunked is open with every seal of more than InlineMax bytes kept
+// as chunks, for the tests of chunks themselves.
+func openChunked(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	s, _ := open(t, dir)
+	s.SetSealAs(store.AsChunks)
+	return s
+}
+
+// newChunkedStore is newStore for the tests of chunks: every seal of more
+// than InlineMax bytes keeps the file as chunks.
+func newChunkedStore(t *testing.T) *store.Store {
+	t.Helper()
+	s := newStore(t)
+	s.SetSealAs(store.AsChunks)
+	return s
+}
+
 // newStore opens a new store in a temporary directory, closed at the end of
 // the test.
 func newStore(t *testing.T) *store.Store {

@@ -17,8 +17,8 @@ func duCommand() *cli.Command {
 		Name:  "du",
 		Usage: "sum the store's files and bytes by the job, executor or allocation that owns them",
 		Description: "du walks the namespace once. Logical bytes are the files' sizes; physical bytes are\n" +
-			"their share of the disk: each chunk's size divided among the files that use it, plus\n" +
-			"unsealed files' staging files, so that the shares add up to what the store holds.",
+			"their share of the disk: each chunk's and object's size divided among the files that use\n" +
+			"it, plus unsealed files' staging files, so that the shares add up to what the store holds.",
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.StringFlag{Name: "by", Value: string(control.ByJob), Usage: "group by `job`, executor or allocation"},
@@ -57,8 +57,13 @@ func duCommand() *cli.Command {
 				fmt.Fprintf(c.App.Writer, "unreferenced: %d chunks, %d bytes on disk that no file uses (gc sweeps them)\n",
 					du.UnreferencedChunks, du.UnreferencedBytes)
 			}
-			if du.MissingChunks > 0 {
-				fmt.Fprintf(c.App.Writer, "missing: %d chunks that files use are not on disk (see statefs fsck)\n", du.MissingChunks)
+			if du.UnreferencedObjects > 0 {
+				fmt.Fprintf(c.App.Writer, "unreferenced: %d objects, %d bytes on disk that only files removed while open are (freed when they close)\n",
+					du.UnreferencedObjects, du.UnreferencedObjectBytes)
+			}
+			if du.MissingChunks > 0 || du.MissingObjects > 0 {
+				fmt.Fprintf(c.App.Writer, "missing: %d chunks and %d objects that files use are not on disk (see statefs fsck)\n",
+					du.MissingChunks, du.MissingObjects)
 			}
 			return nil
 		},

@@ -84,10 +84,11 @@ func fsckCommand() *cli.Command {
 				var v any = append([]index.Problem{}, problems...)
 				if repaired != nil {
 					v = struct {
-						Repaired []repairedFile  `json:"repaired"`
-						Removed  []string        `json:"removed_chunks"`
-						Problems []index.Problem `json:"problems"`
-					}{repairedFiles(*repaired), hashStrings(repaired.RemovedChunks), append([]index.Problem{}, problems...)}
+						Repaired       []repairedFile  `json:"repaired"`
+						Removed        []string        `json:"removed_chunks"`
+						RemovedObjects []string        `json:"removed_objects"`
+						Problems       []index.Problem `json:"problems"`
+					}{repairedFiles(*repaired), hashStrings(repaired.RemovedChunks), hashStrings(repaired.RemovedObjects), append([]index.Problem{}, problems...)}
 				}
 				if err := enc.Encode(v); err != nil {
 					return err
@@ -133,6 +134,9 @@ type repairedFile struct {
 	Size      uint64       `json:"size"`
 	LostBytes uint64       `json:"lost_bytes"`
 	Holes     []lostExtent `json:"holes"`
+	// Object is the file's damaged object, all of its bytes, when it was
+	// sealed as one (Holes is empty then).
+	Object string `json:"object,omitempty"`
 }
 
 type lostExtent struct {
@@ -148,6 +152,9 @@ func repairedFiles(r store.Repaired) []repairedFile {
 		for _, e := range d.Lost {
 			f.Holes = append(f.Holes, lostExtent{e.Off, e.Len, e.Hash.String()})
 		}
+		if d.Object != nil {
+			f.Object = d.Object.String()
+		}
 		files = append(files, f)
 	}
 	return files
@@ -157,6 +164,10 @@ func printRepaired(c *cli.Context, r store.Repaired) {
 	for _, f := range repairedFiles(r) {
 		fmt.Fprintf(c.App.Writer, "repaired: %s (inode %d, %d bytes): %d bytes lost, now holes at",
 			describePaths(f.Paths), f.Inode, f.Size, f.LostBytes)
+		if f.Object != "" {
+			fmt.Fprintf(c.App.Writer, " 0+%d (all of object %s)\n", f.Size, f.Object)
+			continue
+		}
 		for _, h := range f.Holes {
 			fmt.Fprintf(c.App.Writer, " %d+%d", h.Off, h.Len)
 		}
@@ -165,7 +176,11 @@ func printRepaired(c *cli.Context, r store.Repaired) {
 	for _, h := range r.RemovedChunks {
 		fmt.Fprintf(c.App.Writer, "removed damaged chunk %s\n", h)
 	}
-	fmt.Fprintf(c.App.Writer, "repair: %d files repaired, %d damaged chunks removed\n", len(r.Files), len(r.RemovedChunks))
+	for _, h := range r.RemovedObjects {
+		fmt.Fprintf(c.App.Writer, "removed damaged object %s\n", h)
+	}
+	fmt.Fprintf(c.App.Writer, "repair: %d files repaired, %d damaged chunks removed, %d damaged objects removed\n",
+		len(r.Files), len(r.RemovedChunks), len(r.RemovedObjects))
 }
 
 // describePaths names a file by its paths; an unlinked open file has none.

@@ -17,7 +17,7 @@ import (
 func inspectCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "inspect",
-		Usage:        "show a file or directory of the store: inode, owner, chunks and how they are shared",
+		Usage:        "show a file or directory of the store: inode, owner, its chunks or object and how they are shared",
 		ArgsUsage:    "PATH (relative to the mount root; . is the root)",
 		Flags:        []cli.Flag{storeFlag(), jsonFlag()},
 		OnUsageError: usageError,
@@ -68,9 +68,27 @@ func printInspection(w io.Writer, in *control.Inspection) error {
 	case in.Type == "symlink":
 		line("target", "%s", in.Target)
 	}
+	switch {
+	case in.Object != nil:
+		line("content", "sealed as an object")
+		o := in.Object
+		disk := fmt.Sprintf("%d bytes on disk", o.DiskBytes)
+		if o.Missing {
+			disk = "missing from the disk"
+		}
+		line("object", "%s", o.Hash)
+		line("refs", "%d (files that are this object)", o.Refs)
+		line("disk", "%s", disk)
+		if o.Quarantined {
+			line("status", "quarantined since %s: %s (opens fail with EIO; statefs fsck --repair makes the file a hole)", timestamp(o.QuarantinedAt), o.QuarantinedWhy)
+		} else {
+			line("status", "not quarantined")
+		}
+		return nil
+	}
 	switch in.Content {
 	case "sealed":
-		line("content", "sealed, %d extents", len(in.Extents))
+		line("content", "sealed as chunks, %d extents", len(in.Extents))
 	case "staging":
 		line("content", "staging (file %016x, not sealed yet)", in.Staging)
 	case "inline":

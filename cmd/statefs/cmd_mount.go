@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,7 +39,8 @@ func mountCommand() *cli.Command {
 		Flags: slices.Concat([]cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "allow-other", Usage: "let users other than the mounting one use the mount"},
-			&cli.DurationFlag{Name: "seal-delay", Value: 2 * time.Second, Usage: "how long a closed file waits before it is sealed into chunks"},
+			&cli.DurationFlag{Name: "seal-delay", Value: 2 * time.Second, Usage: "how long a closed file waits before it is sealed"},
+			&cli.StringFlag{Name: "seal-as", Value: "auto", Usage: "how a seal keeps a file of more than 32 KiB: `auto` (chunks if a sample of it compresses, else the file itself as an object), chunks (deduplicated and compressed, every read through the daemon) or object (read by the kernel through passthrough)"},
 			&cli.BoolFlag{Name: "passthrough", Value: true, Usage: "let the kernel read and write open files directly (FUSE passthrough)"},
 			&cli.IntFlag{Name: "sealers", Value: 1, Usage: "files sealed at once"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
@@ -51,6 +53,9 @@ func mountCommand() *cli.Command {
 			&cli.StringFlag{Name: "memory-limit", Value: "200MiB", Usage: "the heap `SIZE` the Go runtime collects garbage to stay under (a soft limit; 0: none; GOMEMLIMIT wins)"},
 			rulesFlag(),
 			&cli.DurationFlag{Name: "gc-interval", Usage: "run the collector this often (0: never; statefs gc runs it on demand)"},
+			&cli.DurationFlag{Name: "scrub-interval", Value: 24 * time.Hour, Usage: "read and verify the whole store this often in the background, quarantining damaged objects; a pass that takes longer is followed by the next at once (0: never; statefs scrub runs one on demand)"},
+			&cli.StringFlag{Name: "scrub-rate", Value: "32MiB", Usage: "read at most `SIZE` a second in the background scrub, e.g. 32MiB (0: as fast as the disk gives it)"},
+			&cli.BoolFlag{Name: "verify-reads", Usage: "serve reads of files sealed as objects through the daemon, each verified against the object's hash, instead of letting the kernel read them by passthrough"},
 		}, collectorFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "hold-deletes", Usage: "keep the allocation, job and subtask trees the executor removes while their job is not gone (see .statefs/held, statefs restore)"},
 			&cli.DurationFlag{Name: "hold-ttl", Value: 24 * time.Hour, Usage: "how long a removed tree stays held at most (0: until its job is collected)"},
@@ -77,6 +82,11 @@ type mountOptions struct {
 	MetricsAddr  string        // "": no metrics
 	GCInterval   time.Duration // 0: no periodic collector
 	GC           control.GCRequest
+	// ScrubInterval is how often the background scrub starts a pass (0:
+	// never); ScrubRate the bytes a second it reads at most (0: no limit).
+	ScrubInterval time.Duration
+	ScrubRate     int64
+	SealAs        store.Representation // "": each seal chooses
 }
 
 func newMountOptions(c *cli.Context) (o mountOptions, err error) {
@@ -88,7 +98,15 @@ func newMountOptions(c *cli.Context) (o mountOptions, err error) {
 		MetricsAddr: c.String("metrics-addr"),
 	}
 	o.FS.Passthrough = c.Bool("passthrough")
+	o.FS.VerifyReads = c.Bool("verify-reads")
 	o.FS.Sealers = c.Int("sealers")
+	switch as := c.String("seal-as"); as {
+	case "auto":
+	case string(store.AsChunks), string(store.AsObject):
+		o.SealAs = store.Representation(as)
+	default:
+		return o, fmt.Errorf("%w: --seal-as is auto, chunks or object, not %q", errUsage, as)
+	}
 	if o.FS.MaxKernelInodes = c.Int("max-kernel-inodes"); o.FS.MaxKernelInodes < 0 {
 		return o, fmt.Errorf("%w: --max-kernel-inodes is a count of inodes, 0 or more, not %d", errUsage, o.FS.MaxKernelInodes)
 	}
@@ -100,6 +118,12 @@ func newMountOptions(c *cli.Context) (o mountOptions, err error) {
 		return o, err
 	}
 	if o.GCInterval, err = nonNegative(c, "gc-interval"); err != nil {
+		return o, err
+	}
+	if o.ScrubInterval, err = nonNegative(c, "scrub-interval"); err != nil {
+		return o, err
+	}
+	if o.ScrubRate, err = sizeOf(c, "scrub-rate", "32MiB"); err != nil {
 		return o, err
 	}
 	if o.FS.Hold.TTL, err = nonNegative(c, "hold-ttl"); err != nil {
@@ -177,6 +201,7 @@ func runMount(c *cli.Context) error {
 	}
 	defer s.Close()
 	s.SetReadCache(opts.ReadCache)
+	s.SetSealAs(opts.SealAs)
 	var m *metrics.Metrics // nil records nothing
 	if metricsLn != nil {
 		m = metrics.New(s)
@@ -194,7 +219,7 @@ func runMount(c *cli.Context) error {
 			slog.Warn("could not set the mount's read-ahead; the kernel's default stays", "err", err)
 		}
 	}
-	ctl := &control.Server{Store: s, FS: fsys, Mountpoint: mnt, Collected: m.Collected}
+	ctl := &control.Server{Store: s, FS: fsys, Mountpoint: mnt, Collected: m.Collected, Scrubbed: m.Scrubbed}
 	if err := ctl.Listen(); err != nil {
 		server.Unmount()
 		<-served
@@ -212,7 +237,13 @@ func runMount(c *cli.Context) error {
 		defer stop()
 		go ctl.CollectEvery(ctx, opts.GCInterval, opts.GC)
 	}
-	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(unsealed))
+	if opts.ScrubInterval > 0 {
+		ctx, stop := context.WithCancel(c.Context)
+		defer stop()
+		go ctl.ScrubEvery(ctx, opts.ScrubInterval, opts.ScrubRate)
+	}
+	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(unsealed),
+		"scrub_interval", opts.ScrubInterval, "scrub_rate", opts.ScrubRate, "verify_reads", opts.FS.VerifyReads, "seal_as", cmp.Or(string(opts.SealAs), "auto"))
 
 	select {
 	case <-served: // unmounted from outside (umount)

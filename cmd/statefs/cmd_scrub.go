@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/dustin/go-humanize"
 	"github.com/urfave/cli/v2"
@@ -15,17 +16,18 @@ import (
 func scrubCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "scrub",
-		Usage: "read and verify every chunk of a store",
-		Description: "scrub reads every chunk file in the store, used or not, and checks it against its hash,\n" +
-			"and checks that every chunk a file uses is there. It prints each damaged chunk and each\n" +
-			"file that uses one (paths and lost ranges), changes nothing, and exits 1 if it found\n" +
+		Usage: "read and verify every chunk and object of a store",
+		Description: "scrub reads every chunk and object file in the store, used or not, and checks it against\n" +
+			"its hash, and checks that every chunk and object a file uses is there. It prints each damaged\n" +
+			"chunk or object and each file that uses one (paths and lost ranges), and exits 1 if it found\n" +
 			"damage; `statefs fsck --repair` then makes the lost ranges holes. On a terminal it shows\n" +
 			"its progress. On a store a daemon serves, the daemon scrubs it (what is written meanwhile is\n" +
-			"left for the next scrub); --max-rate keeps it from taking the disk from the jobs.",
+			"left for the next scrub) and quarantines the damaged objects, so that opens of their files\n" +
+			"fail; offline it changes nothing. --max-rate keeps it from taking the disk from the jobs.",
 		Flags: []cli.Flag{
 			storeFlag(),
 			jsonFlag(),
-			&cli.StringFlag{Name: "max-rate", Value: "0", Usage: "read at most `SIZE` of chunks a second, e.g. 100MiB (0: as fast as the disk gives them)"},
+			&cli.StringFlag{Name: "max-rate", Value: "0", Usage: "read at most `SIZE` of chunks and objects a second, e.g. 100MiB (0: as fast as the disk gives them)"},
 		},
 		OnUsageError: usageError,
 		Action:       runScrub,
@@ -74,28 +76,65 @@ func runScrub(c *cli.Context) error {
 			return err
 		}
 	} else {
-		for _, d := range r.Damaged {
-			use := "used"
-			if !d.Used {
-				use = "unused"
-			}
-			fmt.Fprintf(c.App.Writer, "damaged chunk %s (%s): %s\n", d.Hash, use, d.Why)
-		}
-		for _, f := range repairedFiles(store.Repaired{Files: r.Files}) {
-			fmt.Fprintf(c.App.Writer, "damaged file %s (inode %d, %d bytes): %d bytes lost at", describePaths(f.Paths), f.Inode, f.Size, f.LostBytes)
-			for _, h := range f.Holes {
-				fmt.Fprintf(c.App.Writer, " %d+%d", h.Off, h.Len)
-			}
-			fmt.Fprintln(c.App.Writer)
-		}
-		fmt.Fprintf(c.App.Writer, "scrub: %d chunks, %s verified, %d damaged chunks, %d damaged files\n",
-			r.Chunks, humanize.IBytes(uint64(r.Bytes)), len(r.Damaged), len(r.Files))
+		printScrubbed(c.App.Writer, r)
 	}
 	if len(r.Damaged) > 0 {
-		return fmt.Errorf("store %s has %d damaged chunks used by %d files; 'statefs fsck --repair' makes their lost ranges holes",
-			opts.Store, len(r.Damaged), len(r.Files))
+		chunks, objects := damagedKinds(r)
+		return fmt.Errorf("store %s has %d damaged chunks and %d damaged objects used by %d files; 'statefs fsck --repair' makes their lost ranges holes",
+			opts.Store, chunks, objects, len(r.Files))
 	}
 	return nil
+}
+
+// printScrubbed prints r as lines: each damaged chunk or object, each file
+// that uses one, each object this scrub quarantined, and a summary.
+func printScrubbed(w io.Writer, r store.Scrubbed) {
+	for _, d := range r.Damaged {
+		use := "used"
+		if !d.Used {
+			use = "unused"
+		}
+		fmt.Fprintf(w, "damaged %s %s (%s): %s\n", damagedKind(d), d.Hash, use, d.Why)
+	}
+	for _, f := range repairedFiles(store.Repaired{Files: r.Files}) {
+		fmt.Fprintf(w, "damaged file %s (inode %d, %d bytes): %d bytes lost", describePaths(f.Paths), f.Inode, f.Size, f.LostBytes)
+		if f.Object != "" {
+			fmt.Fprintf(w, ", all of object %s\n", f.Object)
+			continue
+		}
+		fmt.Fprint(w, " at")
+		for _, h := range f.Holes {
+			fmt.Fprintf(w, " %d+%d", h.Off, h.Len)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, h := range r.Quarantined {
+		fmt.Fprintf(w, "quarantined object %s: opens of its files fail with EIO\n", h)
+	}
+	chunks, objects := damagedKinds(r)
+	fmt.Fprintf(w, "scrub: %d chunks, %d objects, %s verified, %d damaged chunks, %d damaged files, %d damaged objects, %d quarantined now\n",
+		r.Chunks, r.Objects, humanize.IBytes(uint64(r.Bytes)), chunks, len(r.Files), objects, len(r.Quarantined))
+}
+
+// damagedKind says whether d is a chunk or an object.
+func damagedKind(d store.DamagedChunk) string {
+	switch d.Kind {
+	case store.ProblemMissingObject, store.ProblemCorruptObject, store.ProblemQuarantined:
+		return "object"
+	}
+	return "chunk"
+}
+
+// damagedKinds counts r's damaged chunks and damaged objects.
+func damagedKinds(r store.Scrubbed) (chunks, objects int) {
+	for _, d := range r.Damaged {
+		if damagedKind(d) == "object" {
+			objects++
+		} else {
+			chunks++
+		}
+	}
+	return chunks, objects
 }
 
 // scrub scrubs the store in dir itself, or has the daemon that serves it
@@ -116,7 +155,8 @@ func scrub(c *cli.Context, dir string, opts store.ScrubOptions) (store.Scrubbed,
 	return s.Scrub(c.Context, opts)
 }
 
-// scrubJSON is the report as JSON, hashes as hex.
+// scrubJSON is the report as JSON, hashes as hex. Damaged holds chunks and
+// objects, told apart by their kind.
 func scrubJSON(r store.Scrubbed) any {
 	type chunk struct {
 		Hash string `json:"hash"`
@@ -129,9 +169,11 @@ func scrubJSON(r store.Scrubbed) any {
 		damaged = append(damaged, chunk{d.Hash.String(), d.Kind, d.Why, d.Used})
 	}
 	return struct {
-		Chunks  int            `json:"chunks"`
-		Bytes   int64          `json:"bytes"`
-		Damaged []chunk        `json:"damaged"`
-		Files   []repairedFile `json:"files"`
-	}{r.Chunks, r.Bytes, damaged, repairedFiles(store.Repaired{Files: r.Files})}
+		Chunks      int            `json:"chunks"`
+		Objects     int            `json:"objects"`
+		Bytes       int64          `json:"bytes"`
+		Damaged     []chunk        `json:"damaged"`
+		Files       []repairedFile `json:"files"`
+		Quarantined []string       `json:"quarantined"` // objects this scrub quarantined
+	}{r.Chunks, r.Objects, r.Bytes, damaged, repairedFiles(store.Repaired{Files: r.Files}), hashStrings(r.Quarantined)}
 }

@@ -86,6 +86,28 @@ func mustParse(t *testing.T, command string, args ...string) any {
 	return opts
 }
 
+// The background scrub and verified reads read as asked: any interval
+// (0 turns the scrub off), a humanized rate (0: no limit).
+func TestMountScrubAndVerifyOptions(t *testing.T) {
+	for _, c := range []struct {
+		args     []string
+		interval time.Duration
+		rate     int64
+		verify   bool
+	}{
+		{[]string{"--scrub-interval", "0"}, 0, 32 << 20, false},
+		{[]string{"--scrub-interval", "90m", "--scrub-rate", "100MiB"}, 90 * time.Minute, 100 << 20, false},
+		{[]string{"--scrub-rate", "0", "--verify-reads"}, 24 * time.Hour, 0, true},
+		{[]string{"--scrub-rate", "1.5 MB"}, 24 * time.Hour, 1500000, false},
+	} {
+		o := mustParse(t, "mount", c.args...).(mountOptions)
+		if o.ScrubInterval != c.interval || o.ScrubRate != c.rate || o.FS.VerifyReads != c.verify {
+			t.Errorf("mount %q: scrub every %v at %d B/s, verify reads %v; want %v, %d, %v",
+				c.args, o.ScrubInterval, o.ScrubRate, o.FS.VerifyReads, c.interval, c.rate, c.verify)
+		}
+	}
+}
+
 func TestMountOptionsDefaults(t *testing.T) {
 	got := mustParse(t, "mount")
 	want := mountOptions{
@@ -98,11 +120,13 @@ func TestMountOptionsDefaults(t *testing.T) {
 			MaxKernelInodes: fs.DefaultMaxKernelInodes,
 			Hold:            hold.Options{TTL: 24 * time.Hour, MinFree: 0.1, Window: 5 * time.Second},
 		},
-		CacheTimeout: fs.DefaultCacheTimeout,
-		ReadAhead:    4 << 20,
-		ReadCache:    32 << 20,
-		MemoryLimit:  200 << 20,
-		GC:           control.GCRequest{Grace: 10 * time.Minute},
+		CacheTimeout:  fs.DefaultCacheTimeout,
+		ReadAhead:     4 << 20,
+		ReadCache:     32 << 20,
+		MemoryLimit:   200 << 20,
+		GC:            control.GCRequest{Grace: 10 * time.Minute},
+		ScrubInterval: 24 * time.Hour,
+		ScrubRate:     32 << 20,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("mount's defaults read as\n%+v\nwant\n%+v", got, want)
@@ -208,6 +232,12 @@ func TestBadFlagValueIsOneLine(t *testing.T) {
 		{"mount", []string{"--memory-limit", "20EiB"}, "--memory-limit"},
 		{"mount", []string{"--read-ahead", "lots"}, "--read-ahead"},
 		{"mount", []string{"--read-cache", "lots"}, "--read-cache"},
+		{"mount", []string{"--scrub-interval", "-1s"}, "--scrub-interval"},
+		{"mount", []string{"--scrub-interval", "daily"}, "-scrub-interval"},
+		{"mount", []string{"--scrub-rate", "lots"}, "--scrub-rate"},
+		{"mount", []string{"--scrub-rate", "20EiB"}, "--scrub-rate"},
+		{"mount", []string{"--scrub-rate", "-1MiB"}, "--scrub-rate"},
+		{"mount", []string{"--verify-reads=maybe"}, "verify-reads"},
 		{"mount", []string{"--rules", filepath.Join(t.TempDir(), "missing.rules")}, "--rules"},
 		{"mount", []string{"--rules", badRules}, "--rules"},
 		{"gc", []string{"--gc-grace", "-1s"}, "--gc-grace"},

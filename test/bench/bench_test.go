@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -331,5 +332,50 @@ func TestProcCPUSeconds(t *testing.T) {
 	}
 	if secs < 0.01 {
 		t.Errorf("%v s of CPU after spinning 50 ms", secs)
+	}
+}
+
+// Of RocksDB's old info logs only the newest are kept, ordered by the time
+// in their names, not by their spelling; the rest of the directory stays.
+func TestPruneInfoLogs(t *testing.T) {
+	db := t.TempDir()
+	for _, name := range []string{"LOG", "LOG.old.9", "LOG.old.100", "LOG.old.11", "LOG.old.10", "000012.sst", "MANIFEST-000013"} {
+		if err := os.WriteFile(filepath.Join(db, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pruneInfoLogs(db, 2); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{"000012.sst", "LOG", "LOG.old.100", "LOG.old.11", "MANIFEST-000013"}; !slices.Equal(left, want) {
+		t.Errorf("left %v, want %v", left, want)
+	}
+}
+
+// A counter is summed over its labels in Prometheus's text format, and
+// names it only prefixes are not it.
+func TestSumCounter(t *testing.T) {
+	text := `# HELP statefs_sealed_bytes_total Logical bytes of the files sealed.
+# TYPE statefs_sealed_bytes_total counter
+statefs_sealed_bytes_total{as="chunks"} 1.5e+06
+statefs_sealed_bytes_total{as="inline"} 100
+statefs_sealed_bytes_total{as="object"} 2000
+statefs_sealed_bytes_total_other 7
+statefs_seals_total{as="chunks"} 3
+`
+	sum, ok, err := sumCounter(strings.NewReader(text), "statefs_sealed_bytes_total")
+	if err != nil || !ok || sum != 1_502_100 {
+		t.Errorf("sum %v, ok %v, err %v; want 1502100, true, nil", sum, ok, err)
+	}
+	if _, ok, err := sumCounter(strings.NewReader(text), "statefs_absent_total"); ok || err != nil {
+		t.Errorf("absent counter: ok %v, err %v", ok, err)
 	}
 }

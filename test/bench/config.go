@@ -9,7 +9,7 @@ import (
 )
 
 // config is one run's choices: where it works, what it writes, and the size
-// of every workload. The defaults finish in about 10 minutes on 2 cores.
+// of every workload. The defaults finish in about 16 minutes on 2 cores.
 type config struct {
 	Dir         string // work dir: targets, sources, binaries, daemon logs
 	JSON        string // where the results go as JSON
@@ -98,7 +98,7 @@ const lastWorkload = 9
 func defaultConfig(repo string) config {
 	dir := filepath.Join(repo, "var", "bench")
 	// The heaviest workloads repeat less, so that the default run stays
-	// around 10 minutes on 2 cores: 1, 2 and 7 twice, 5 (50,000 files on
+	// around 16 minutes on 2 cores: 1, 2 and 7 twice, 5 (50,000 files on
 	// each target, about 100 s a repetition), 8 (about 100 s) and 9 (at most
 	// about 3 minutes a target) once.
 	return config{

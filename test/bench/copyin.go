@@ -173,7 +173,7 @@ func (b *bench) copyInAndRestore() []*Workload {
 			"after restarting the FUSE daemon (as a restarted TaskManager finds it) and dropping the caches. "+
 			"Then the same for a checkpoint of compressible content (no target: what compression costs a restore): "+
 			"%d files of %d MiB of text (lines of a hex key and a value of random lower-case letters written twice, which zstd "+
-			"at its fastest level shrinks to about two fifths), copied in after workload 1's checkpoints as they were and sealed; its "+
+			"at its fastest level shrinks to about two fifths), copied in the same way after workload 1's checkpoints and sealed; its "+
 			"disk used is how much the target's allocated blocks grew by once it was sealed, over its bytes.",
 			s.SSTs+3, float64(int64(s.SSTs)*int64(s.SSTMiB)<<20)/1e6, s.SSTs, s.SSTMiB)
 		b.eachRep(w1, b.targets(), func(t target) error { return b.copyInOnce(t, src, text, m) })
@@ -191,9 +191,9 @@ func (b *bench) copyInAndRestore() []*Workload {
 }
 
 // copyInOnce copies every checkpoint into a fresh tree on t, waits for it
-// to settle, measures the disk it takes, then copies the compressible
-// checkpoint in too and reads the newest of the first and the compressible
-// one back.
+// to settle and measures the disk it takes; then it copies the
+// compressible checkpoint in as well and reads back the newest of the
+// first ones, then the compressible one.
 func (b *bench) copyInOnce(t target, src *checkpointSource, text *compressibleCheckpoint, m copyInMetrics) error {
 	root, err := t.Open()
 	if err != nil {

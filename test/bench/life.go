@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -29,8 +31,18 @@ var lifeTuning = []string{
 // rest.
 const keptCheckpoints = 3
 
+// keptInfoLogs is how many of RocksDB's old info logs (LOG.old.*) workload
+// 9 keeps in the database directory after each round, as RocksDB does
+// under Flink's default state.backend.rocksdb.log.max-file-num of 4 (the
+// current LOG and 3 old ones). db_bench and ldb reopen the database every
+// round, each open starting a new LOG, where Flink keeps one instance
+// open; without this the directory would grow by two files a round, and
+// so would the checkpoint's listing of it.
+const keptInfoLogs = 3
+
 // lifeMetrics are the rows of workload 9.
 type lifeMetrics struct {
+	w                                          *Workload // for notes
 	early, late, lateOverEarly, rounds, sealed *Metric
 	written, used, cpu, cpuPerGB               *Metric
 }
@@ -48,18 +60,23 @@ func (b *bench) subtaskLife() []*Workload {
 		devName = dev.name
 	}
 	tenth := max(1, s.Rounds/10)
-	w.Setup = fmt.Sprintf("The live RocksDB of one subtask as Flink runs it, on the bare disk and on statefs (go-fuse's loopback is left out: "+
-		"the workload is long, and the loopback keeps no state of its own to grow). db_bench fillrandom then overwrite of %d keys (values of %d bytes) "+
-		"into tm_bench/tmp/job_…_op_…_uuid_…/db (the overwrite gives the database the shape of its levels before the first round), then %d rounds of: db_bench --use_existing_db=1 overwrite of %d keys; "+
-		"`ldb --db=DB checkpoint --checkpoint_dir=…/vtx_…_sti_0/chk_N` (hard links), timed; removal (rm -rf) of every checkpoint but the "+
-		"newest %d. Tuning: %s (compactions on, so they rewrite SSTs the kept checkpoints hold). Early and late are the medians of the "+
-		"checkpoint times of the first and the last %d rounds. Bytes written are %s's (/proc/diskstats: sectors written × 512) from a "+
-		"sync after the fill and its seal to a sync after the last round once statefs sealed everything; they are the whole disk's, so "+
-		"the bench must run alone on the machine. Disk used is the tree's allocated blocks at the end (statefs: the store, index included, "+
-		"reserve aside), with no collector run. statefs's CPU is its daemon's utime + stime (/proc/PID/stat) over the same span; statefs "+
-		"counts no bytes sealed, so the bytes the bare disk took over the span (the SSTs, MANIFESTs and OPTIONS the rounds wrote) stand "+
-		"in for the gigabytes sealed.",
-		s.Keys, s.ValueSize, s.Rounds, s.WritesPerRound, keptCheckpoints, strings.Join(lifeTuning, " "), tenth, devName)
+	w.Setup = fmt.Sprintf("The live RocksDB of one subtask as Flink runs it, on the bare disk and on statefs (go-fuse's loopback "+
+		"is left out: the workload is long, and the loopback keeps no state of its own to grow). db_bench fillrandom then overwrite "+
+		"of %d keys (values of %d bytes) into tm_bench/tmp/job_…_op_…_uuid_…/db (the overwrite gives the database the shape of its "+
+		"levels before the first round), then %d rounds of: db_bench --use_existing_db=1 overwrite of %d keys; "+
+		"`ldb --db=DB checkpoint --checkpoint_dir=…/vtx_…_sti_0/chk_N` (hard links), timed; removal (rm -rf) of every checkpoint "+
+		"but the newest %d, and of every old info log (LOG.old.*) but the newest %d, as under Flink's default "+
+		"state.backend.rocksdb.log.max-file-num (db_bench and ldb reopen the database every round, and every open starts a new LOG). "+
+		"Tuning: %s (compactions on, so they rewrite SSTs the kept checkpoints hold). Early and late are the medians of the "+
+		"checkpoint times of the first and the last %d rounds. Bytes written are %s's (/proc/diskstats: sectors written × 512) "+
+		"from a sync after the fill and its seal to a sync after the last round once statefs sealed everything; they are the whole "+
+		"disk's, so the bench must run alone on the machine. Disk used is the tree's allocated blocks at the end (statefs: the "+
+		"store, index included, reserve aside), with no collector run. statefs's CPU is its daemon's utime + stime "+
+		"(/proc/PID/stat) over the same span, per GB of files it sealed over the span by its statefs_sealed_bytes_total (for this "+
+		"workload the daemon runs with --metrics-addr on the loopback interface, read before and after the span); with a statefs "+
+		"that does not count them, the bytes the bare disk took over the span (the SSTs, MANIFESTs and OPTIONS the rounds wrote) "+
+		"stand in, and a note says so.",
+		s.Keys, s.ValueSize, s.Rounds, s.WritesPerRound, keptCheckpoints, keptInfoLogs, strings.Join(lifeTuning, " "), tenth, devName)
 	m := lifeMetrics{
 		early:         w.metric("time per checkpoint, early", "ms", false, nil),
 		late:          w.metric("time per checkpoint, late", "ms", false, ratioGoal("<=", 1.5, native)),
@@ -69,7 +86,14 @@ func (b *bench) subtaskLife() []*Workload {
 		written:       w.metric("bytes written to the disk", "MB", false, ratioGoal("<=", 1.05, native)),
 		used:          w.metric("disk used at the end, no collector run", "MB", false, ratioGoal("<=", 1.2, native)),
 		cpu:           w.metric("daemon CPU, rounds and seals", "s", false, nil),
-		cpuPerGB:      w.metric("daemon CPU per GB the bare disk took", "s/GB", false, nil),
+		cpuPerGB:      w.metric("daemon CPU per GB sealed", "s/GB", false, nil),
+	}
+	m.w = w
+	if addr, err := freeLocalAddr(); err != nil {
+		w.note("statefs served no metrics: %v", err)
+	} else {
+		b.statefs.metricsAddr = addr
+		defer func() { b.statefs.metricsAddr = "" }()
 	}
 	if devErr != nil {
 		w.note("the disk's bytes written were not measured: %v", devErr)
@@ -128,12 +152,21 @@ func (b *bench) lifeOnce(t target, disk *blockDevice, m lifeMetrics, nativeWritt
 		}
 		written = -float64(before)
 	}
+	var sealedBytes float64
+	var counted bool
 	if isStatefs {
-		before, err := sf.CPUSeconds()
+		// The counter first, the CPU time after it: a scrape makes the
+		// daemon read its whole store, which is not the rounds' work.
+		before, ok, err := sf.SealedBytes()
 		if err != nil {
 			return err
 		}
-		cpu = -before
+		sealedBytes, counted = -before, ok
+		cpuBefore, err := sf.CPUSeconds()
+		if err != nil {
+			return err
+		}
+		cpu = -cpuBefore
 	}
 
 	start := time.Now()
@@ -153,6 +186,9 @@ func (b *bench) lifeOnce(t target, disk *blockDevice, m lifeMetrics, nativeWritt
 				return fmt.Errorf("round %d: %w", i, err)
 			}
 		}
+		if err := pruneInfoLogs(db, keptInfoLogs); err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
+		}
 	}
 	roundsSecs := since(start)
 	ended := time.Now()
@@ -169,11 +205,17 @@ func (b *bench) lifeOnce(t target, disk *blockDevice, m lifeMetrics, nativeWritt
 		written += float64(after)
 	}
 	if isStatefs {
-		after, err := sf.CPUSeconds()
+		cpuAfter, err := sf.CPUSeconds()
 		if err != nil {
 			return err
 		}
-		cpu += after
+		cpu += cpuAfter
+		after, ok, err := sf.SealedBytes()
+		if err != nil {
+			return err
+		}
+		sealedBytes += after
+		counted = counted && ok
 	}
 	used, err := t.DiskUsage()
 	if err != nil {
@@ -196,11 +238,35 @@ func (b *bench) lifeOnce(t target, disk *blockDevice, m lifeMetrics, nativeWritt
 	}
 	m.sealed.add(t.Name(), sealedSecs)
 	m.cpu.add(t.Name(), cpu)
-	if *nativeWritten > 0 {
+	switch {
+	case counted && sealedBytes > 0:
+		m.cpuPerGB.add(t.Name(), cpu/(sealedBytes/1e9))
+		m.w.note("statefs sealed %.0f MB of files over the span (statefs_sealed_bytes_total); the bare disk took %.0f MB",
+			sealedBytes/1e6, float64(*nativeWritten)/1e6)
+	case *nativeWritten > 0:
 		m.cpuPerGB.add(t.Name(), cpu/(float64(*nativeWritten)/1e9))
+		m.w.note("statefs counted no bytes sealed: CPU per GB is over the %.0f MB the bare disk took over the span", float64(*nativeWritten)/1e6)
 	}
 	b.logf("  checkpoints: early %.1f ms, late %.1f ms; sealed %.1f s after; %.0f MB written, %.0f MB used; daemon CPU %.1f s",
 		early, late, sealedSecs, written/1e6, float64(used)/1e6, cpu)
+	return nil
+}
+
+// pruneInfoLogs removes all but the newest keep of RocksDB's old info logs
+// in db, whose names end in the microseconds they were rotated at.
+func pruneInfoLogs(db string, keep int) error {
+	old, err := filepath.Glob(filepath.Join(db, "LOG.old.*"))
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(old, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
+	})
+	for _, path := range old[:max(0, len(old)-keep)] {
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

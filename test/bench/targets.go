@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -132,14 +138,17 @@ func (t *loopbackTarget) Close() error {
 // statefsTarget is `statefs mount --store STORE MNT` with a fresh store.
 // It keeps the highest peak RSS of its daemons since the last TakePeakRSS.
 type statefsTarget struct {
-	bin     string
-	args    []string // extra mount flags
-	store   string
-	mnt     string
-	logs    string
-	started int // daemons started, to name their logs
-	d       *daemon
-	peakRSS int64
+	bin  string
+	args []string // extra mount flags
+	// metricsAddr, when set, is the --metrics-addr of the daemons mounted
+	// from then on, for a workload that reads the daemon's counters.
+	metricsAddr string
+	store       string
+	mnt         string
+	logs        string
+	started     int // daemons started, to name their logs
+	d           *daemon
+	peakRSS     int64
 }
 
 func (t *statefsTarget) Name() string { return statefs }
@@ -157,6 +166,9 @@ func (t *statefsTarget) Open() (string, error) {
 // mountArgs is the command line of `statefs mount` for this target.
 func (t *statefsTarget) mountArgs() []string {
 	args := append([]string{"mount", "--store", t.store}, t.args...)
+	if t.metricsAddr != "" {
+		args = append(args, "--metrics-addr", t.metricsAddr)
+	}
 	return append(args, t.mnt)
 }
 
@@ -213,6 +225,60 @@ func (t *statefsTarget) CPUSeconds() (float64, error) {
 		return 0, fmt.Errorf("statefs is not running")
 	}
 	return t.d.CPUSeconds()
+}
+
+// SealedBytes is the running daemon's statefs_sealed_bytes_total, summed
+// over its labels: the logical bytes of the files it sealed since it
+// started. ok is false when the daemon serves no metrics (no metricsAddr)
+// or counts no such thing.
+func (t *statefsTarget) SealedBytes() (sum float64, ok bool, err error) {
+	if t.metricsAddr == "" {
+		return 0, false, nil
+	}
+	client := http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Get("http://" + t.metricsAddr + "/metrics")
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, false, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return sumCounter(resp.Body, "statefs_sealed_bytes_total")
+}
+
+// sumCounter adds up every sample of the counter name in Prometheus's
+// text format; ok is false when there is none.
+func sumCounter(r io.Reader, name string) (sum float64, ok bool, err error) {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 64<<10), 1<<20)
+	for s.Scan() {
+		rest, found := strings.CutPrefix(s.Text(), name)
+		if !found || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("%s: %w", name, err)
+		}
+		sum, ok = sum+v, true
+	}
+	return sum, ok, s.Err()
+}
+
+// freeLocalAddr is a TCP address on the loopback interface that nothing
+// listened on a moment ago.
+func freeLocalAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
 }
 
 // statefsStatus is the part of .statefs/status.json the harness reads.
