@@ -37,12 +37,12 @@ type file struct {
 	// new staging content (a writer) must not ask: it is served through the
 	// daemon, without the page cache (FOPEN_DIRECT_IO), until they close.
 	objectOpens int
-	staging *os.File // the staging file while handles are open on it
-	sealed  *manifest.Manifest
+	staging     *os.File // the staging file while handles are open on it
+	sealed      *manifest.Manifest
 	// object is the open object of sealed content that is one, while
 	// handles are open on it.
 	object *store.ObjectFile
-	gen     uint64
+	gen    uint64
 	// stagingNamed is set once the staging directory was synced after the
 	// staging file was made.
 	stagingNamed atomic.Bool

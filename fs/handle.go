@@ -36,9 +36,9 @@ type handle struct {
 	// direct is set for a handle on staging content opened while the
 	// kernel reads the object by passthrough (file.objectOpens): the
 	// daemon serves it, with FOPEN_DIRECT_IO.
-	direct bool
-	writable    bool
-	staleAttrs  bool // opening it cleared setuid/setgid or unsealed the file: the kernel's attributes are stale
+	direct     bool
+	writable   bool
+	staleAttrs bool // opening it cleared setuid/setgid or unsealed the file: the kernel's attributes are stale
 }
 
 var (

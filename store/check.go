@@ -17,17 +17,17 @@ import (
 
 // The kinds of problem Check reports about files, beside index.Check's.
 const (
-	ProblemMissingChunk   = "missing-chunk"   // a chunk a manifest uses is not in the chunk store
-	ProblemCorruptChunk   = "corrupt-chunk"   // a chunk a manifest uses does not read back as its hash (verify only)
-	ProblemMissingStaging = "missing-staging" // a staging reference whose file does not exist
-	ProblemStrayStaging   = "stray-staging"   // a staging file no inode refers to: a crash left it, Open removes it
-	ProblemStagingFile    = "staging-file"    // an entry of the staging directory that is not a regular file
-	ProblemGarbageChunk   = "garbage-chunk"   // a chunk file no manifest uses: Sweep removes it
-	ProblemDamagedFile    = "damaged-file"    // a file that uses a missing or corrupt chunk or object: Repair makes its lost ranges holes
-	ProblemMissingObject  = "missing-object"  // an object a manifest is, not in the object store
-	ProblemCorruptObject  = "corrupt-object"  // an object a manifest is, that does not read back as its hash (verify only)
+	ProblemMissingChunk   = "missing-chunk"      // a chunk a manifest uses is not in the chunk store
+	ProblemCorruptChunk   = "corrupt-chunk"      // a chunk a manifest uses does not read back as its hash (verify only)
+	ProblemMissingStaging = "missing-staging"    // a staging reference whose file does not exist
+	ProblemStrayStaging   = "stray-staging"      // a staging file no inode refers to: a crash left it, Open removes it
+	ProblemStagingFile    = "staging-file"       // an entry of the staging directory that is not a regular file
+	ProblemGarbageChunk   = "garbage-chunk"      // a chunk file no manifest uses: Sweep removes it
+	ProblemDamagedFile    = "damaged-file"       // a file that uses a missing or corrupt chunk or object: Repair makes its lost ranges holes
+	ProblemMissingObject  = "missing-object"     // an object a manifest is, not in the object store
+	ProblemCorruptObject  = "corrupt-object"     // an object a manifest is, that does not read back as its hash (verify only)
 	ProblemQuarantined    = "quarantined-object" // an object the scrub found damaged: opens of its files fail
-	ProblemGarbageObject  = "garbage-object"  // an object file no manifest is: Sweep removes it
+	ProblemGarbageObject  = "garbage-object"     // an object file no manifest is: Sweep removes it
 )
 
 // IsError reports whether p is a real inconsistency rather than a leftover

@@ -32,7 +32,6 @@ func objectRefs(t *testing.T, s *store.Store, h cas.Hash) uint64 {
 	return refs
 }
 
-
 // A file whose content does not compress is sealed as the staging file
 // itself: the object is the same inode, so no byte of it was written again.
 func TestSealKeepsAnIncompressibleFileWhole(t *testing.T) {

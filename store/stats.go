@@ -9,7 +9,7 @@ import (
 type Stats struct {
 	index.Usage
 	ChunkFiles    int     `json:"chunk_files"`
-	ChunkBytes    int64   `json:"chunk_bytes"`   // on disk, compressed
+	ChunkBytes    int64   `json:"chunk_bytes"` // on disk, compressed
 	ObjectFiles   int     `json:"object_files"`
 	ObjectBytes   int64   `json:"object_bytes"`  // on disk
 	StagingFiles  int     `json:"staging_files"` // includes files open for writing

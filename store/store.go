@@ -46,8 +46,8 @@ var ErrInUse = errors.New("store is in use by another statefs process")
 
 // Store is an open, locked store directory.
 type Store struct {
-	Dir    string
-	Index  *index.DB
+	Dir     string
+	Index   *index.DB
 	chunks  *cas.Chunks
 	objects *cas.Objects
 	lock    *os.File
