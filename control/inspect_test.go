@@ -31,7 +31,7 @@ func chk(job string) string {
 // would (storetest).
 type fixture struct{ *storetest.Fixture }
 
-func newFixture(t *testing.T) *fixture { return &fixture{storetest.New(t)} }
+func newFixture(t *testing.T) *fixture { return &fixture{storetest.NewWithObjects(t)} }
 
 // random is n bytes that do not compress, the same for the same seed: past
 // store.InlineMax, a seal keeps them as an object.

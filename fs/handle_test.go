@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -212,6 +213,7 @@ func TestReaderSeesTheWritersBytes(t *testing.T) {
 func TestSealedChunksReadBack(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, Options{})
+	k.store.SetSealAs(store.AsChunks)
 	data := make([]byte, 3<<20+12345) // many times store.InlineMax
 	rand.NewChaCha8([32]byte{1}).Read(data)
 	e := k.writeFile(rootNode, "000077.sst", data)
@@ -253,6 +255,7 @@ func TestSealedChunksReadBack(t *testing.T) {
 func TestDamagedChunkReadsAsEIO(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, Options{})
+	k.store.SetSealAs(store.AsChunks)
 	data := make([]byte, 1<<20)
 	rand.NewChaCha8([32]byte{2}).Read(data)
 	e := k.writeFile(rootNode, "000078.sst", data)
@@ -290,6 +293,61 @@ func TestDamagedChunkReadsAsEIO(t *testing.T) {
 	defer k.release(e.node, fh)
 	if got, errno := k.read(e.node, fh, uint64(len(data)-4096), 4096); errno != syscall.EIO {
 		t.Errorf("read of a damaged chunk's tail: %d bytes, %v; want EIO", len(got), errno)
+	}
+}
+
+// Content that does not compress is sealed as an object; without
+// passthrough the daemon reads it, and every range reads back as written.
+// With VerifyReads a flipped byte fails the reads of its group with EIO;
+// without, the object is read as it is (the scrub finds the damage).
+func TestSealedObjectReadBack(t *testing.T) {
+	for _, verify := range []bool{false, true} {
+		t.Run(fmt.Sprintf("verify %v", verify), func(t *testing.T) {
+			t.Parallel()
+			k := newKernel(t, Options{VerifyReads: verify})
+			data := make([]byte, 3<<20+12345)
+			rand.NewChaCha8([32]byte{3}).Read(data)
+			e := k.writeFile(rootNode, "000079.sst", data)
+			k.sealNow(e.attr.Ino)
+			m, err := k.fs.manifest(e.attr.Ino)
+			if err != nil || m.Object == nil {
+				t.Fatalf("%d random bytes were not sealed as an object: %+v, %v", len(data), m, err)
+			}
+			fh, _, errno := k.open(root, e.node, syscall.O_RDONLY)
+			if errno != 0 {
+				t.Fatalf("open: %v", errno)
+			}
+			for _, off := range []int{0, 1<<20 - 100, len(data) - 10, len(data) + 1} {
+				got, errno := k.read(e.node, fh, uint64(off), 64<<10)
+				want := data[min(off, len(data)):min(off+64<<10, len(data))]
+				if errno != 0 || !bytes.Equal(got, want) {
+					t.Errorf("read at %d: %d bytes, %v; want the %d written", off, len(got), errno, len(want))
+				}
+			}
+			k.release(e.node, fh)
+			path := filepath.Join(k.store.Dir, "objects", m.Object.String()[:2], m.Object.String())
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt([]byte{data[2<<20] ^ 0xff}, 2<<20)
+			f.Close()
+			fh, _, errno = k.open(root, e.node, syscall.O_RDONLY)
+			if errno != 0 {
+				t.Fatalf("open: %v", errno)
+			}
+			defer k.release(e.node, fh)
+			_, errno = k.read(e.node, fh, 2<<20, 4096)
+			if verify && errno != syscall.EIO {
+				t.Errorf("a verified read of a flipped byte: %v, want EIO", errno)
+			}
+			if !verify && errno != 0 {
+				t.Errorf("an unverified read of a flipped byte: %v", errno)
+			}
+			if got, errno := k.read(e.node, fh, 0, 4096); errno != 0 || !bytes.Equal(got, data[:4096]) {
+				t.Errorf("a read of an intact group: %v", errno)
+			}
+		})
 	}
 }
 

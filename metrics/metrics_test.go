@@ -97,7 +97,7 @@ func (f *fakeFS) Writev(_ <-chan struct{}, _ *fuse.WriteIn, data [][]byte) (uint
 }
 
 func TestFUSEOpsAreCountedAndTimed(t *testing.T) {
-	m := New(storetest.New(t).S)
+	m := New(storetest.NewWithObjects(t).S)
 	raw := m.FUSE(newFakeFS())
 	for range 3 {
 		raw.GetAttr(nil, &fuse.GetAttrIn{}, &fuse.AttrOut{})
@@ -128,7 +128,7 @@ func TestFUSEOpsAreCountedAndTimed(t *testing.T) {
 // A failed write writes nothing, and ENOSYS from Writev (go-fuse then calls
 // Write) is not a second request.
 func TestFUSEWriteFallbackCountsOnce(t *testing.T) {
-	m := New(storetest.New(t).S)
+	m := New(storetest.NewWithObjects(t).S)
 	raw := m.FUSE(fuse.NewDefaultRawFileSystem())
 	raw.Writev(nil, &fuse.WriteIn{}, [][]byte{make([]byte, 10)})
 	raw.Write(nil, &fuse.WriteIn{}, make([]byte, 10))
@@ -179,7 +179,7 @@ func sealed(as store.Representation, size uint64) *store.Sealed {
 }
 
 func TestSealsAndCollectorRuns(t *testing.T) {
-	m := New(storetest.New(t).S)
+	m := New(storetest.NewWithObjects(t).S)
 	m.Sealed(sealed(store.AsObject, 5<<20), 20*time.Millisecond)
 	m.Sealed(sealed(store.AsChunks, 3<<20), 3*time.Second)
 	m.Sealed(sealed(store.AsObject, 1<<20), time.Second)
@@ -212,7 +212,7 @@ func TestSealsAndCollectorRuns(t *testing.T) {
 // A pass counts by how it ended; one stopped by its context is no run, and
 // only a complete pass sets the time and the damage found.
 func TestScrubPasses(t *testing.T) {
-	m := New(storetest.New(t).S)
+	m := New(storetest.NewWithObjects(t).S)
 	if got := sample(t, m.Registry, "statefs_scrub_last_complete_timestamp_seconds"); got != 0 {
 		t.Errorf("statefs_scrub_last_complete_timestamp_seconds = %v before any pass, want 0", got)
 	}
@@ -248,7 +248,7 @@ func TestScrubPasses(t *testing.T) {
 // Files sealed as objects are counted as object files and bytes, and a
 // quarantined object as such, beside the chunks.
 func TestObjectMetricsAreReadWhenScraped(t *testing.T) {
-	f := storetest.New(t)
+	f := storetest.NewWithObjects(t)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newStoreCollector(f.S, 0, 0))
 	noise := make([]byte, 200<<10) // does not compress: an object
@@ -295,7 +295,7 @@ func TestObjectMetricsAreReadWhenScraped(t *testing.T) {
 }
 
 func TestStoreMetricsAreReadWhenScraped(t *testing.T) {
-	f := storetest.New(t)
+	f := storetest.NewWithObjects(t)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newStoreCollector(f.S, 0, 0))
 	if got := sample(t, reg, "statefs_files"); got != 0 {
@@ -353,7 +353,7 @@ func TestStoreMetricsAreReadWhenScraped(t *testing.T) {
 
 // One scan answers the scrapes within the interval.
 func TestStoreScanIsShared(t *testing.T) {
-	f := storetest.New(t)
+	f := storetest.NewWithObjects(t)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newStoreCollector(f.S, time.Hour, 0))
 	sample(t, reg, "statefs_files")
@@ -364,7 +364,7 @@ func TestStoreScanIsShared(t *testing.T) {
 }
 
 func TestMetricsEndpoint(t *testing.T) {
-	m := New(storetest.New(t).S)
+	m := New(storetest.NewWithObjects(t).S)
 	problems, err := testutil.GatherAndLint(m.Registry)
 	if err != nil {
 		t.Fatal(err)
@@ -412,7 +412,7 @@ func TestHealthOfADirectoryThatIsNoMount(t *testing.T) {
 // A scan that took long answers for scanCostFactor times as long, beyond
 // the interval: a big store is not walked on every scrape.
 func TestSlowScanAnswersLonger(t *testing.T) {
-	f := storetest.New(t)
+	f := storetest.NewWithObjects(t)
 	c := newStoreCollector(f.S, time.Millisecond, scanCostFactor)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)

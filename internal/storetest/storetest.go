@@ -1,7 +1,7 @@
 // Package storetest builds a store's namespace through the index as the fs
 // layer would, for the tests of the packages above store: owners from
 // FlinkRules, writes noted for their jobs, content staged and sealed into
-// chunks.
+// chunks (or, with NewWithObjects, as each seal chooses).
 package storetest
 
 import (
@@ -24,8 +24,18 @@ type Fixture struct {
 }
 
 // New opens a new store for t, which runs in parallel with the other tests
-// that have one: stores share nothing, and opening one takes a while.
+// that have one: stores share nothing, and opening one takes a while. Its
+// seals keep every file of more than store.InlineMax bytes as chunks.
 func New(t *testing.T) *Fixture {
+	t.Helper()
+	f := NewWithObjects(t)
+	f.S.SetSealAs(store.AsChunks)
+	return f
+}
+
+// NewWithObjects is New with seals that choose from the content, as the
+// daemon's do: random bytes become objects.
+func NewWithObjects(t *testing.T) *Fixture {
 	t.Helper()
 	t.Parallel()
 	s, _, err := store.Open(filepath.Join(t.TempDir(), "store"))
