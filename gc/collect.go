@@ -105,6 +105,8 @@ func (c *Collector) Run(ctx context.Context, dryRun bool) (Report, error) {
 	start := c.now()
 	var r Report
 	c.names, c.orphans = map[uint64]int{}, Orphans{}
+	// Objects freed meanwhile by the executor's own removals count too.
+	freedBefore, freedBytesBefore := c.Store.Freed()
 	var jobs []*index.Job
 	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
 		jobs, err = tx.Jobs()
@@ -144,7 +146,13 @@ func (c *Collector) Run(ctx context.Context, dryRun bool) (Report, error) {
 			return r, err
 		}
 		r.Swept.Chunks += freed.Chunks
+		r.Swept.Objects += freed.Objects
 		r.Swept.Bytes += freed.Bytes
+	} else {
+		// An object goes with the last file that is it, not in the sweep.
+		objects, bytes := c.Store.Freed()
+		r.Swept.Objects += objects - freedBefore
+		r.Swept.Bytes += bytes - freedBytesBefore
 	}
 	r.Took = c.now().Sub(start)
 	return r, nil
@@ -333,12 +341,12 @@ func (c *Collector) removeEntry(dir uint64, name string, since int64, byName, dr
 }
 
 // wouldFree is what the sweep would free once a dry run's removals were
-// made: the chunks whose every reference is held by files that would lose
-// their last name.
+// made, and the objects those removals would free: the chunks and objects
+// whose every reference is held by files that would lose their last name.
 func (c *Collector) wouldFree() (store.Swept, error) {
 	var freed store.Swept
 	err := c.Store.Index.View(func(tx *index.Tx) error {
-		drop := map[cas.Hash]uint64{}
+		drop, dropObjects := map[cas.Hash]uint64{}, map[cas.Hash]uint64{}
 		for ino, names := range c.names {
 			n, err := tx.Inode(ino)
 			if err != nil {
@@ -356,6 +364,19 @@ func (c *Collector) wouldFree() (store.Swept, error) {
 			}
 			for _, e := range m.Extents {
 				drop[e.Hash]++
+			}
+			if m.Object != nil {
+				dropObjects[*m.Object]++
+			}
+		}
+		for h, d := range dropObjects {
+			refs, err := tx.ObjectRefs(h)
+			if err != nil {
+				return err
+			}
+			if size, err := c.Store.ObjectSize(h); refs <= d && err == nil {
+				freed.Objects++
+				freed.Bytes += size
 			}
 		}
 		for h, d := range drop {

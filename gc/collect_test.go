@@ -12,6 +12,7 @@ import (
 	"github.com/statefs/statefs/gc"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/flinkid"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/owner"
 )
 
@@ -674,6 +675,30 @@ func TestCollectCountsAFileOnce(t *testing.T) {
 	}
 	if dry.Swept != real.Swept || real.Swept.Chunks == 0 {
 		t.Errorf("a dry run would sweep %+v; the real run swept %+v", dry.Swept, real.Swept)
+	}
+	f.check()
+}
+
+// With files sealed as objects (random content), the objects of a gone job
+// go as its last names do, not in the sweep; the run counts them, and a dry
+// run foretells the same.
+func TestCollectFreesObjects(t *testing.T) {
+	f := &fixture{storetest.NewWithObjects(t)}
+	f.build(gcTree...)
+	st, err := f.S.Stats()
+	if err != nil || st.ObjectFiles == 0 {
+		t.Fatalf("no object after building the tree: %+v, %v", st, err)
+	}
+	time.Sleep(time.Millisecond)
+	f.sayGone(jobA, time.Now())
+	dry := f.run(f.collector(), true)
+	real := f.run(f.collector(), false)
+	if real.Swept.Objects == 0 || dry.Swept != real.Swept {
+		t.Errorf("a dry run would free %+v; the real run freed %+v", dry.Swept, real.Swept)
+	}
+	after, err := f.S.Stats()
+	if err != nil || after.ObjectFiles != st.ObjectFiles-real.Swept.Objects {
+		t.Errorf("%d objects before, %d after, the run says it freed %d (%v)", st.ObjectFiles, after.ObjectFiles, real.Swept.Objects, err)
 	}
 	f.check()
 }

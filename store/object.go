@@ -122,10 +122,20 @@ func (s *Store) freeObject(h cas.Hash) {
 	}
 	defer s.objectGuard.release(doomed)
 	for _, h := range doomed {
+		size, _ := s.objects.Size(h)
 		if err := s.objects.Remove(h); err != nil {
 			slog.Error("freeing an object no file is", "object", h.String(), "err", err)
+			continue
 		}
+		s.freed.objects.Add(1)
+		s.freed.bytes.Add(size)
 	}
+}
+
+// Freed is how many objects, and bytes on disk, were freed since the store
+// was opened as their last file went (the sweep's aside).
+func (s *Store) Freed() (objects int, bytes int64) {
+	return int(s.freed.objects.Load()), s.freed.bytes.Load()
 }
 
 // ObjectFile is an open object, the content of a sealed file.

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/statefs/statefs/cas"
@@ -61,6 +62,8 @@ type Store struct {
 	// beforeRemove, set by tests, runs when Sweep has found chunk h still
 	// unreferenced, right before it removes it.
 	beforeRemove func(h cas.Hash)
+	// freed counts the objects freeObject removed (Freed).
+	freed struct{ objects, bytes atomic.Int64 }
 	// sealAs, if set, is how every seal keeps a file (SetSealAs).
 	sealAs Representation
 	// space keeps the index writable on a full disk (space.go); nil for a
