@@ -263,7 +263,7 @@ func (c *campaign) round(r int) {
 
 	// The store as the kill left it.
 	ps, res := fsck(t, m.Store, r%8 == 0)
-	requireOnlyLeftovers(t, dir+": after the kill", ps, res, problemStrayStaging, problemGarbageChunk)
+	requireOnlyLeftovers(t, dir+": after the kill", ps, res, problemStrayStaging, problemGarbageChunk, problemGarbageObject)
 
 	m.Start()
 	stop = guardStall(t, m, 2*time.Minute, dir+": verifying")

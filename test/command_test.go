@@ -123,7 +123,8 @@ type fsckProblem struct {
 // The kinds of fsck problems a crash leaves, which the next mount or gc
 // removes.
 const (
-	problemGarbageChunk = "garbage-chunk"
+	problemGarbageChunk  = "garbage-chunk"
+	problemGarbageObject = "garbage-object"
 	problemStrayStaging = "stray-staging"
 )
 

@@ -38,9 +38,14 @@ var crashPointCases = []struct {
 	point string
 	run   func(c *crashCase)
 }{
-	{crashpoint.SealChunkStored + ":2", sealCrash(problemGarbageChunk)},
-	{crashpoint.SealBeforeCommit, sealCrash(problemGarbageChunk)},
-	{crashpoint.SealCommitted, sealCrash(problemStrayStaging)},
+	{crashpoint.SealChunkStored + ":2", sealCrash(compressible, problemGarbageChunk)},
+	{crashpoint.SealObjectHashed, sealCrash(pseudoRandom)},
+	{crashpoint.SealObjectSynced, sealCrash(pseudoRandom)},
+	{crashpoint.SealObjectLinked, sealCrash(pseudoRandom, problemGarbageObject)},
+	{crashpoint.SealBeforeCommit, sealCrash(compressible, problemGarbageChunk)},
+	{crashpoint.SealBeforeCommit, sealCrash(pseudoRandom, problemGarbageObject)},
+	{crashpoint.SealCommitted, sealCrash(compressible, problemStrayStaging)},
+	{crashpoint.SealCommitted, sealCrash(pseudoRandom, problemStrayStaging)},
 	{crashpoint.UnsealBeforeCommit, unsealCrash},
 	{crashpoint.HandleReleased, releaseCrash},
 	{crashpoint.RenameBeforeCommit, renameCrash(false)},
@@ -135,7 +140,7 @@ func (c *crashCase) crashed(leftovers ...string) {
 func (c *crashCase) fsckLeftovers(leftovers ...string) {
 	c.t.Helper()
 	ps, r := fsck(c.t, c.m.Store, true)
-	requireOnlyLeftovers(c.t, "after the crash at "+c.point, ps, r, problemStrayStaging, problemGarbageChunk)
+	requireOnlyLeftovers(c.t, "after the crash at "+c.point, ps, r, problemStrayStaging, problemGarbageChunk, problemGarbageObject)
 	kinds := map[string]bool{}
 	for _, p := range ps {
 		kinds[p.Kind] = true
@@ -197,21 +202,23 @@ func requireFiles(t *testing.T, m *Mount, want, maybe map[string][]byte) {
 	}
 }
 
-// sealCrash: a file is sealed while the daemon dies at the point; the
-// file, and one sealed before, read back whole, and the seal, done again
-// after the mount, completes. leftover is what the crash leaves: chunks no
-// manifest uses yet, or the staging file of a committed seal.
-func sealCrash(leftover string) func(c *crashCase) {
+// sealCrash: a file of content made by content (compressible: sealed as
+// chunks; pseudoRandom: as an object) is sealed while the daemon dies at
+// the point; the file, and one sealed before, read back whole, and the
+// seal, done again after the mount, completes. leftovers are what the
+// crash leaves: chunks or an object no manifest uses yet, or the staging
+// file of a committed seal.
+func sealCrash(content func(n int, seed int64) []byte, leftovers ...string) func(c *crashCase) {
 	return func(c *crashCase) {
 		t := c.t
 		m := c.mount(sealDelayZero...)
-		files := map[string][]byte{"d/old": pseudoRandom(2<<20, 1)}
+		files := map[string][]byte{"d/old": content(2<<20, 1)}
 		writeSyncedWithDir(t, m.Path("d/old"), files["d/old"])
 		waitAllSealed(t, m)
 		c.arm(sealDelayZero...)
-		files["d/big"] = pseudoRandom(6<<20, 2) // at least two chunks of at most 4 MiB
+		files["d/big"] = content(6<<20, 2) // at least two chunks of at most 4 MiB
 		writeSyncedWithDir(t, m.Path("d/big"), files["d/big"])
-		c.crashed(leftover)
+		c.crashed(leftovers...)
 		c.remount(sealDelayZero...)
 		requireFiles(t, m, files, nil)
 		waitAllSealed(t, m)

@@ -130,13 +130,13 @@ func TestFsckAfterKill(t *testing.T) {
 		stopGuard()
 
 		ps, r := fsck(t, m.Store, true)
-		requireOnlyLeftovers(t, fmt.Sprintf("round %d: after SIGKILL", round), ps, r, problemStrayStaging, problemGarbageChunk)
+		requireOnlyLeftovers(t, fmt.Sprintf("round %d: after SIGKILL", round), ps, r, problemStrayStaging, problemGarbageChunk, problemGarbageObject)
 		// The next mount removes the stray staging files and keeps
 		// everything consistent.
 		m.Start()
 		m.Unmount()
 		ps, r = fsck(t, m.Store, false)
-		requireOnlyLeftovers(t, fmt.Sprintf("round %d: after recovery", round), ps, r, problemGarbageChunk)
+		requireOnlyLeftovers(t, fmt.Sprintf("round %d: after recovery", round), ps, r, problemGarbageChunk, problemGarbageObject)
 		if t.Failed() {
 			return // crashSeed logs the seed
 		}

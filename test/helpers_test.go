@@ -34,6 +34,20 @@ func pseudoRandom(n int, seed int64) []byte {
 }
 
 // crashSeed is the seed of a randomized test's RNG: STATEFS_CRASH_SEED, or
+// compressible returns n bytes of text-like content, different per seed,
+// that zstd shrinks to well under half: a seal keeps it as chunks.
+func compressible(n int, seed int64) []byte {
+	rng := rand.New(rand.NewSource(seed))
+	words := []string{"checkpoint", "operator", "key", "window", "count", "sum", "state", "timer"}
+	b := make([]byte, 0, n+32)
+	for len(b) < n {
+		b = append(b, words[rng.Intn(len(words))]...)
+		b = strconv.AppendInt(append(b, '='), int64(rng.Intn(1000)), 10)
+		b = append(b, ' ')
+	}
+	return b[:n]
+}
+
 // the clock. It is printed when the test fails so a failure can be replayed.
 func crashSeed(t *testing.T) uint64 {
 	t.Helper()
