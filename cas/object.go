@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/zeebo/blake3"
 	"lukechampine.com/blake3/bao"
@@ -211,4 +212,52 @@ func Compresses(p []byte) bool {
 	out := encoder().EncodeAll(p, (*bp)[:0])
 	*bp = out[:0]
 	return len(out) < len(p)-len(p)/minSavingDiv
+}
+
+// Detach gives object h's name a verified copy of f's bytes, if the name
+// is still f's inode, so that f's inode can be written (it becomes a
+// staging file) while the object keeps its bytes. The copy is written to a
+// temporary file beside the name, synced, checked against h and renamed
+// over the name; ErrCorrupt if f's bytes are not h's, and nothing changes.
+func (o *Objects) Detach(h Hash, f *os.File) error {
+	if err := o.writable("detach", h); err != nil {
+		return err
+	}
+	name := o.path(h)
+	var want, got syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &want); err != nil {
+		return fmt.Errorf("cas: detach object %s: %w", h, err)
+	}
+	if err := syscall.Lstat(name, &got); errors.Is(err, fs.ErrNotExist) || err == nil && got.Ino != want.Ino {
+		return nil // the name is another inode, or none: nothing shares f's
+	} else if err != nil {
+		return fmt.Errorf("cas: detach object %s: %w", h, err)
+	}
+	dst, err := os.CreateTemp(filepath.Dir(name), tempPrefix+"*")
+	if err != nil {
+		return fmt.Errorf("cas: detach object %s: %w", h, err)
+	}
+	fail := func(err error) error {
+		dst.Close()
+		os.Remove(dst.Name())
+		return fmt.Errorf("cas: detach object %s: %w", h, err)
+	}
+	hasher := blake3.New()
+	if _, err := io.Copy(io.MultiWriter(dst, hasher), io.NewSectionReader(f, 0, want.Size)); err != nil {
+		return fail(err)
+	}
+	if sum := Hash(hasher.Sum(nil)); sum != h {
+		return fail(fmt.Errorf("%w: its bytes hash to %s", ErrCorrupt, sum))
+	}
+	if err := dst.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := dst.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(dst.Name(), name); err != nil {
+		os.Remove(dst.Name())
+		return fmt.Errorf("cas: detach object %s: %w", h, err)
+	}
+	return syncDir(filepath.Dir(name))
 }

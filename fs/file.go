@@ -32,17 +32,21 @@ type file struct {
 	// two modes on one inode.
 	cached int
 	// objectOpens counts the open handles the kernel serves by passthrough
-	// from the object. The kernel's passthrough backing file is then the
-	// object's for every handle that asks for passthrough, so a handle on
-	// new staging content (a writer) must not ask: it is served through the
-	// daemon, without the page cache (FOPEN_DIRECT_IO), until they close.
+	// from the object. While there is one, the kernel's backing file of
+	// the inode is the object's for every later open, which must all be
+	// passthrough too: an unseal then makes the object's own inode the
+	// staging file (FS.adopt), so that a writer's bytes land where those
+	// readers read, and the object's name gets a copy.
 	objectOpens int
 	staging     *os.File // the staging file while handles are open on it
 	sealed      *manifest.Manifest
 	// object is the open object of sealed content that is one, while
 	// handles are open on it.
 	object *store.ObjectFile
-	gen    uint64
+	// adopted is set once an unseal made object's inode the staging file
+	// (FS.adopt): it is no longer the object's.
+	adopted bool
+	gen     uint64
 	// stagingNamed is set once the staging directory was synced after the
 	// staging file was made.
 	stagingNamed atomic.Bool

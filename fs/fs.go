@@ -112,6 +112,12 @@ type FS struct {
 	closed     atomic.Bool
 
 	holds *hold.Holder // nil unless deletes are held
+
+	// objectsMu guards objectUsers, and orders the opening of an object by
+	// its name against adopt's detaching of that name. It is taken after a
+	// file's mu, and nothing is taken while it is held.
+	objectsMu   sync.Mutex
+	objectUsers map[cas.Hash]int // files that have each object open
 }
 
 // New makes the filesystem over an open store and returns its root node.
@@ -123,7 +129,7 @@ func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedd
 	if opts.Rules == nil {
 		opts.Rules = owner.FlinkRules()
 	}
-	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, kernelKnows: map[uint64]*gofs.Inode{}, nameless: map[uint64]struct{}{},
+	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, objectUsers: map[cas.Hash]int{}, kernelKnows: map[uint64]*gofs.Inode{}, nameless: map[uint64]struct{}{},
 		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
 	for _, ino := range unsealed {
 		f.scheduleSeal(ino)

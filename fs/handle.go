@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/crashpoint"
 	"github.com/statefs/statefs/manifest"
@@ -33,12 +35,8 @@ type handle struct {
 	// passthrough is set: the staging file, or the object.
 	backing     *os.File
 	passthrough bool
-	// direct is set for a handle on staging content opened while the
-	// kernel reads the object by passthrough (file.objectOpens): the
-	// daemon serves it, with FOPEN_DIRECT_IO.
-	direct     bool
-	writable   bool
-	staleAttrs bool // opening it cleared setuid/setgid or unsealed the file: the kernel's attributes are stale
+	writable    bool
+	staleAttrs  bool // opening it cleared setuid/setgid or unsealed the file: the kernel's attributes are stale
 }
 
 var (
@@ -71,12 +69,6 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		return nil, 0, errno(err)
 	}
 	h.inode = &n.Inode
-	var fh gofs.FileHandle = h
-	if h.direct {
-		// Not a FilePassthroughFder: go-fuse would hand it the object's
-		// backing file, and the writer's bytes would go there.
-		fh, fuseFlags = directHandle{h}, fuseFlags|fuse.FOPEN_DIRECT_IO
-	}
 	if h.staleAttrs {
 		// The kernel cached the mode with the bits, or the blocks the
 		// sealed content took. Before the reply, so that the opener's
@@ -84,7 +76,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		// inode lock the open may hold.
 		n.NotifyContent(-1, 0)
 	}
-	return fh, fuseFlags | noFlush, 0
+	return h, fuseFlags | noFlush, 0
 }
 
 // noFlush spares every close(2) a FLUSH request (FOPEN_NOFLUSH): a close
@@ -152,10 +144,9 @@ func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) 
 			st.gen++
 		}
 		h := &handle{fs: f, st: st, staging: st.staging, backing: st.staging, writable: writable(flags),
-			direct: st.objectOpens > 0, staleAttrs: killed || unsealed}
-		h.passthrough = f.opts.Passthrough && st.cached == 0 && !h.direct
+			passthrough: f.opts.Passthrough && st.cached == 0, staleAttrs: killed || unsealed}
 		st.opens++
-		if !h.passthrough && !h.direct {
+		if !h.passthrough {
 			st.cached++
 		}
 		return h, 0, nil
@@ -167,7 +158,7 @@ func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) 
 	}
 	if st.sealed.Object != nil {
 		if st.object == nil {
-			if st.object, err = f.store.OpenObject(st.ino, st.sealed, f.opts.VerifyReads); err != nil {
+			if st.object, err = f.openObject(st, st.sealed); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -226,7 +217,17 @@ func (f *FS) openStaging(st *file, rec *index.Inode, trunc bool) error {
 // size, into a new staging file and makes that the content in the index;
 // the file stays open in st.staging if keepOpen. Called with st.mu held.
 func (f *FS) unseal(st *file, rec *index.Inode, size uint64, keepOpen bool) error {
-	id, sf, err := f.store.Unseal(rec, size)
+	var id uint64
+	var sf *os.File
+	var err error
+	adopted := st.objectOpens > 0
+	if adopted {
+		// Every open from now on shares the passthrough readers' backing
+		// file, the object's inode: it becomes the staging file.
+		id, sf, err = f.adopt(st, rec)
+	} else {
+		id, sf, err = f.store.Unseal(rec, size)
+	}
 	if err != nil {
 		return err
 	}
@@ -244,6 +245,11 @@ func (f *FS) unseal(st *file, rec *index.Inode, size uint64, keepOpen bool) erro
 		f.store.RemoveStaging(id)
 		return err
 	}
+	if adopted {
+		if err := sf.Truncate(int64(size)); err != nil {
+			slog.Error("cutting an unsealed file to its size", "inode", rec.Ino, "size", size, "err", err)
+		}
+	}
 	st.sealed = nil
 	st.stagingNamed.Store(false)
 	st.gen++
@@ -253,6 +259,58 @@ func (f *FS) unseal(st *file, rec *index.Inode, size uint64, keepOpen bool) erro
 		sf.Close()
 	}
 	return nil
+}
+
+// adopt makes the inode of st's open object the staging file of st's
+// inode (store.Adopt), unless another file that is the same object has it
+// open: its readers would see this file's writes (EBUSY then). Called
+// with st.mu held.
+func (f *FS) adopt(st *file, rec *index.Inode) (uint64, *os.File, error) {
+	f.objectsMu.Lock()
+	defer f.objectsMu.Unlock()
+	h := st.object.Hash
+	if f.objectUsers[h] > 1 {
+		return 0, nil, fmt.Errorf("another file with the same content is open: %w", syscall.EBUSY)
+	}
+	id, sf, err := f.store.Adopt(rec, st.object)
+	if err != nil {
+		return 0, nil, err
+	}
+	f.dropObjectUser(h)
+	st.adopted = true
+	return id, sf, nil
+}
+
+// openObject opens the object that is the content of st's inode (manifest
+// m) and counts st among its users. Opening by name and counting happen
+// under objectsMu, as adopt's check and detaching of a name do.
+func (f *FS) openObject(st *file, m *manifest.Manifest) (*store.ObjectFile, error) {
+	f.objectsMu.Lock()
+	defer f.objectsMu.Unlock()
+	o, err := f.store.OpenObject(st.ino, m, f.opts.VerifyReads)
+	if err == nil {
+		f.objectUsers[o.Hash]++
+	}
+	return o, err
+}
+
+// closeObject closes st's open object, which its last handle no longer
+// needs.
+func (f *FS) closeObject(st *file) {
+	if !st.adopted {
+		f.objectsMu.Lock()
+		f.dropObjectUser(st.object.Hash)
+		f.objectsMu.Unlock()
+	}
+	st.object.Close()
+	st.object, st.adopted = nil, false
+}
+
+// dropObjectUser ends one file's use of object h; objectsMu is held.
+func (f *FS) dropObjectUser(h cas.Hash) {
+	if f.objectUsers[h]--; f.objectUsers[h] <= 0 {
+		delete(f.objectUsers, h)
+	}
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
@@ -394,7 +452,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	switch {
 	case h.passthrough && h.staging == nil: // on the object
 		st.objectOpens--
-	case !h.passthrough && !h.direct:
+	case !h.passthrough:
 		st.cached--
 	}
 	if st.opens == 0 && st.staging != nil {
@@ -402,8 +460,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 		st.staging = nil
 	}
 	if st.opens == 0 && st.object != nil {
-		st.object.Close()
-		st.object = nil
+		h.fs.closeObject(st)
 	}
 	last := st.opens == 0
 	st.mu.Unlock()
@@ -487,36 +544,6 @@ func (f *FS) reap(rec *index.Inode, kernelKnows bool) bool {
 	st.gen++
 	return true
 }
-
-// directHandle is a handle the kernel must not serve by passthrough
-// (handle.direct).
-type directHandle struct{ h *handle }
-
-var (
-	_ = (gofs.FileReader)(directHandle{})
-	_ = (gofs.FileWriter)(directHandle{})
-	_ = (gofs.FileFsyncer)(directHandle{})
-	_ = (gofs.FileReleaser)(directHandle{})
-	_ = (gofs.FileAllocater)(directHandle{})
-)
-
-func (d directHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return d.h.Read(ctx, dest, off)
-}
-
-func (d directHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	return d.h.Write(ctx, data, off)
-}
-
-func (d directHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return d.h.Fsync(ctx, flags)
-}
-
-func (d directHandle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
-	return d.h.Allocate(ctx, off, size, mode)
-}
-
-func (d directHandle) Release(ctx context.Context) syscall.Errno { return d.h.Release(ctx) }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 

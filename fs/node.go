@@ -53,10 +53,7 @@ var (
 // Fsync of a file syncs its handle; of a directory (fsync of the directory
 // RocksDB does after a rename), the index, which holds every entry.
 func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
-	switch h := f.(type) {
-	case *handle:
-		return h.Fsync(ctx, flags)
-	case directHandle:
+	if h, ok := f.(*handle); ok {
 		return h.Fsync(ctx, flags)
 	}
 	return errno(n.fs.store.Sync())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zeebo/blake3"
+	"golang.org/x/sys/unix"
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
@@ -289,4 +290,42 @@ func (s *Store) lostObjects(ctx context.Context, hs, files []cas.Hash, verify bo
 		}
 	}
 	return lost, nil
+}
+
+// Adopt makes the inode of o, the open object that is inode n's content,
+// a new staging file, and gives the object's name a verified copy of its
+// bytes (cas.Objects.Detach), so that the file can be written in place:
+// the kernel's passthrough readers of the object read that inode, and must
+// see the writer's bytes. It returns the staging file's id and the file
+// open for reading and writing; the caller makes the inode refer to it
+// (index.Tx.SetStaging). The caller keeps every other file that is the
+// same object from opening it meanwhile: their readers would see the
+// writes too.
+func (s *Store) Adopt(n *index.Inode, o *ObjectFile) (uint64, *os.File, error) {
+	id, err := s.Index.NewStagingID()
+	if err != nil {
+		return 0, nil, err
+	}
+	path := s.StagingPath(id)
+	fail := func(err error) (uint64, *os.File, error) {
+		os.Remove(path)
+		return 0, nil, &ObjectError{Ino: n.Ino, Hash: o.Hash, Err: fmt.Errorf("adopting it as staging file %016x: %w", id, err)}
+	}
+	// The open file, not the name: a seal may have replaced the name.
+	if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", o.Fd()), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW); err != nil {
+		return fail(err)
+	}
+	if err := s.objects.Detach(o.Hash, o.File); err != nil {
+		return fail(err)
+	}
+	// The content moved, it did not change: the file keeps its times.
+	times := []unix.Timespec{unix.NsecToTimespec(n.Atime), unix.NsecToTimespec(n.Mtime)}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, times, 0); err != nil {
+		return fail(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fail(err)
+	}
+	return id, f, nil
 }

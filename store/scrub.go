@@ -95,6 +95,9 @@ func (s *Store) Scrub(ctx context.Context, opts ScrubOptions) (Scrubbed, error) 
 	}
 	wait := func(n int) error {
 		r.Bytes += int64(n)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if limit != nil && n > 0 && limit.WaitN(ctx, n) != nil {
 			// The wait would outlast ctx's deadline, so it failed at once:
 			// wait for ctx to end, which stops the scrub.
