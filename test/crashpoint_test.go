@@ -362,23 +362,27 @@ func closeCrash(c *crashCase) {
 	c.finish()
 }
 
+// chunkedSealZero seals at once and keeps every file as chunks, for the
+// points of a sweep of chunks.
+var chunkedSealZero = []string{"--seal-delay", "0", "--seal-as", "chunks"}
+
 // gcCrash: gc, run through the daemon, collects a job the operator marked
 // gone and sweeps its chunks; the daemon dies at the point. After the
 // mount, the live job's files are whole, each of the gone job's files is
 // whole or gone, and gc run again removes the rest.
 func gcCrash(c *crashCase) {
 	t := c.t
-	m := c.mount(sealDelayZero...)
+	m := c.mount(chunkedSealZero...)
 	gone := flinkTree(t, m, jobGone, 60)
 	live := flinkTree(t, m, jobLive, 70)
 	waitAllSealed(t, m)
 	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
-	c.arm(sealDelayZero...)
+	c.arm(chunkedSealZero...)
 	if r := runCLI(t, time.Minute, "gc", "--store", m.Store, "--grace", "0s"); r.code == 0 {
 		t.Fatalf("gc completed, so the daemon never reached %s:\n%s", c.point, r.stdout)
 	}
 	c.crashed()
-	c.remount(sealDelayZero...)
+	c.remount(chunkedSealZero...)
 	requireFiles(t, m, live, gone)
 	name, _, _ := strings.Cut(c.point, ":")
 	switch name {
@@ -417,7 +421,7 @@ func holdCrash(c *crashCase) {
 
 // pruneCrash: with deletes held, Flink prunes a checkpoint and the daemon
 // dies after removing the first of its pended files for good; after the
-// mount the decision goes on and the pruned files' chunks can be swept.
+// mount the decision goes on and the pruned files' content is freed.
 func pruneCrash(c *crashCase) {
 	t := c.t
 	m := c.mount(holdArgs...)
@@ -430,11 +434,11 @@ func pruneCrash(c *crashCase) {
 	c.crashed()
 	c.remount(holdArgs...)
 	requireFiles(t, m, kept, nil)
-	before := chunkBytes(t, m)
+	before := contentBytes(t, m)
 	require.Eventually(t, func() bool {
 		mustCLI(t, "gc", "--store", m.Store, "--grace", "1h")
-		return chunkBytes(t, m) <= before-1<<20
-	}, 20*time.Second, 200*time.Millisecond, "the pruned checkpoint's 1 MiB of chunks was never freed")
+		return contentBytes(t, m) <= before-1<<20
+	}, 20*time.Second, 200*time.Millisecond, "the pruned checkpoint's 1 MiB of chunks and objects was never freed")
 	require.Empty(t, holds(t, m))
 	requireFiles(t, m, kept, nil)
 	c.finish()

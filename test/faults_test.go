@@ -79,7 +79,7 @@ func fill(t *testing.T, dir string, seed int64) map[string][]byte {
 func TestFullDisk(t *testing.T) {
 	disk := smallDisk(t, 1024)
 	addr := freeAddr(t)
-	m := mountStore(t, filepath.Join(disk, "store"), "--seal-delay", "0", "--metrics-addr", addr)
+	m := mountStore(t, filepath.Join(disk, "store"), "--seal-delay", "0", "--metrics-addr", addr, "--seal-as", "chunks")
 	var status struct {
 		DiskFull    *bool `json:"disk_full"`
 		Passthrough bool  `json:"passthrough"`
@@ -329,7 +329,7 @@ func damagedFiles(ps []fsckProblem) []string {
 // lost ranges and makes them holes; the repaired files keep their names and
 // sizes and read as before but with zeros in the lost ranges.
 func TestIOErrorDamagedChunks(t *testing.T) {
-	m := mountFS(t, "--seal-delay", "0")
+	m := mountFS(t, "--seal-delay", "0", "--seal-as", "chunks")
 	names := []string{"truncated", "directory", "flipped", "intact"}
 	contents, chunks := faultFiles(t, m, names...)
 	m.Restart() // the daemon's read cache and the kernel's pages start empty
@@ -489,7 +489,7 @@ func TestIOErrorReadOnlyIndex(t *testing.T) {
 // daemon serves through the daemon, and one no daemon serves itself; the
 // daemon keeps to --max-rate (6 MiB at 2 MiB/s: 3 s at the least).
 func TestBitRotScrub(t *testing.T) {
-	m := mountFS(t, "--seal-delay", "0")
+	m := mountFS(t, "--seal-delay", "0", "--seal-as", "chunks")
 	contents, chunks := faultFiles(t, m, "rotten", "sound")
 	m.Restart()
 	r := runCLI(t, time.Minute, "scrub", "--store", m.Store, "--max-rate", "lots")

@@ -20,7 +20,7 @@ import (
 // A job the operator marks gone is collected, with its chunks, and nothing
 // else is; a dry run before removes nothing.
 func TestGCCollectsOnlyTheGoneJob(t *testing.T) {
-	m := mountFS(t, "--seal-delay", "0")
+	m := mountFS(t, "--seal-delay", "0", "--seal-as", "chunks")
 	gone := flinkTree(t, m, jobGone, 10)
 	live := flinkTree(t, m, jobLive, 20)
 	waitAllSealed(t, m)

@@ -585,10 +585,18 @@ func chunkFiles(t *testing.T, store string) []string {
 }
 
 // chunkBytes is the disk space the store's chunk files take.
-func chunkBytes(t testing.TB, m *Mount) int64 {
+func chunkBytes(t testing.TB, m *Mount) int64 { return dirBytes(t, filepath.Join(m.Store, "chunks")) }
+
+// contentBytes is the disk space the store's chunk and object files take.
+func contentBytes(t testing.TB, m *Mount) int64 {
+	return chunkBytes(t, m) + dirBytes(t, filepath.Join(m.Store, "objects"))
+}
+
+// dirBytes is the length of the files under dir, summed.
+func dirBytes(t testing.TB, dir string) int64 {
 	t.Helper()
 	var total int64
-	err := filepath.WalkDir(filepath.Join(m.Store, "chunks"), func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}

@@ -55,7 +55,7 @@ type duOutput struct {
 // owner and chunks of a file, its sharing with the other job's copy, and
 // each job's files and bytes, which add up to the chunk store.
 func TestInspectAndDU(t *testing.T) {
-	m := mountFS(t, sealDelayZero...)
+	m := mountFS(t, append(sealDelayZero, "--seal-as", "chunks")...)
 	x := flinkTree(t, m, inspectJobX, 70)
 	y := flinkTree(t, m, inspectJobY, 70)
 	waitAllSealed(t, m)
@@ -98,7 +98,7 @@ func TestInspectAndDU(t *testing.T) {
 
 			text := mustCLI(t, "inspect", "--store", m.Store, sst)
 			require.Contains(t, text, "job "+inspectJobX)
-			require.Contains(t, text, "sealed, "+fmt.Sprint(len(in.Extents))+" extents")
+			require.Contains(t, text, "sealed as chunks, "+fmt.Sprint(len(in.Extents))+" extents")
 			require.Contains(t, text, in.Extents[0].Chunk)
 			require.Contains(t, text, fmt.Sprintf("shared   %d bytes", covered))
 

@@ -253,7 +253,7 @@ func TestGCKeepsALinkMadeAfterTheVerdict(t *testing.T) {
 // open is an orphan, reported and counted, until its last handle closes;
 // then a later sweep frees it.
 func TestGCFreesWhatItRemovedBeforeReturning(t *testing.T) {
-	m := mountFS(t, sealDelayZero...)
+	m := mountFS(t, append(sealDelayZero, "--seal-as", "chunks")...)
 	for run := range 10 {
 		job := fmt.Sprintf("%032x", 0xc0ffee00+run)
 		files := writeCheckpoint(t, m, subtaskDir(holdAlloc, job), 1, int64(800+run))

@@ -73,7 +73,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	addr := freeAddr(t)
 	// Without passthrough every write reaches the daemon, so its bytes are
 	// counted; reads of a sealed file reach it either way.
-	m := mountFS(t, "--metrics-addr", addr, "--passthrough=false", "--seal-delay", "100ms")
+	m := mountFS(t, "--metrics-addr", addr, "--passthrough=false", "--seal-delay", "100ms", "--seal-as", "chunks")
 	if code, body := get(t, addr, "/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("GET /healthz of a serving daemon = %d %q, want 200 ok", code, body)
 	}

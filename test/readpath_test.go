@@ -121,7 +121,7 @@ func TestSealedPagesCachedNeverStale(t *testing.T) {
 // EIO, and a log line names the file, the offset and the chunk; the other
 // groups of the same chunk still read.
 func TestDamagedGroupFailsOnlyItsReads(t *testing.T) {
-	m := mountFS(t, "--seal-delay", "0")
+	m := mountFS(t, "--seal-delay", "0", "--seal-as", "chunks")
 	contents, chunks := faultFiles(t, m, "f")
 	data := contents["f"]
 	victim := chunks["f"][0]

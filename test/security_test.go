@@ -400,7 +400,7 @@ func TestSecurityPathsStayInside(t *testing.T) {
 // files; a chunk file that is a symlink reads as corrupt (EIO), never as
 // the target's bytes.
 func TestSecurityStoreSymlinks(t *testing.T) {
-	m := mountFS(t, "--seal-delay", "0")
+	m := mountFS(t, "--seal-delay", "0", "--seal-as", "chunks")
 	content := pseudoRandom(100<<10, 7) // one chunk, not inline
 	putFile(t, m.Path("f"), content, 0o644)
 	waitAllSealed(t, m)

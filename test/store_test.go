@@ -16,7 +16,7 @@ import (
 // Two copies of the same 64 MiB SST cost the disk one copy; text-like
 // content is compressed.
 func TestStoreDedupAndCompression(t *testing.T) {
-	m := mountFS(t, "--seal-delay", "0")
+	m := mountFS(t, "--seal-delay", "0", "--seal-as", "chunks")
 	sst := pseudoRandom(64<<20, 1)
 	putFile(t, m.Path("a.sst"), sst, 0o644)
 	require.NoError(t, os.Mkdir(m.Path("chk"), 0o755))
@@ -40,7 +40,7 @@ func TestStoreDedupAndCompression(t *testing.T) {
 // A corrupt chunk gives EIO and a log line naming the chunk and the file,
 // never wrong bytes (DESIGN invariant 5).
 func TestStoreCorruptChunkGivesEIO(t *testing.T) {
-	m := mountFS(t, "--seal-delay", "0")
+	m := mountFS(t, "--seal-delay", "0", "--seal-as", "chunks")
 	data := pseudoRandom(6<<20, 2)
 	putFile(t, m.Path("victim"), data, 0o644)
 	waitAllSealed(t, m)
