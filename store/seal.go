@@ -109,6 +109,9 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 	} else {
 		x.As, x.Why, err = choose(f, st.Size)
 	}
+	if x.As == AsObject && st.Size > MaxObject {
+		x.As, x.Why = AsChunks, fmt.Sprintf("more than %d bytes", int64(MaxObject))
+	}
 	if err == nil && x.As == AsChunks {
 		if err = s.roomFor(st.Blocks * 512); err == nil {
 			err = s.chunkFile(f, &st, x)
@@ -127,6 +130,11 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 // r (AsChunks or AsObject) instead of choosing from its content; "" lets
 // each seal choose. Set it before the first seal.
 func (s *Store) SetSealAs(r Representation) { s.sealAs = r }
+
+// MaxObject is the largest file a seal keeps as an object: its verification
+// tree, 1/256 of it, is one value of the index, and stays well inside what
+// one index transaction holds. Larger files are kept as chunks.
+const MaxObject = 4 << 30
 
 // sampleGroups is how many groups of a file choose compresses to decide.
 const sampleGroups = 8
