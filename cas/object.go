@@ -139,6 +139,34 @@ func (o *Objects) Verify(h Hash, wait func(n int) error) (int64, error) {
 	return size, nil
 }
 
+// CopyVerified writes the first n bytes of src, an object's bytes, to dst
+// at the same offsets, reading src whole to check that it hashes to h:
+// ErrCorrupt if it does not. dst's bytes past n are left as they are.
+func CopyVerified(dst io.WriterAt, src io.ReaderAt, h Hash, n int64) error {
+	hasher := blake3.New()
+	buf := make([]byte, verifyPiece)
+	for off := int64(0); ; {
+		m, err := src.ReadAt(buf, off)
+		hasher.Write(buf[:m])
+		if w := min(int64(m), n-off); w > 0 {
+			if _, err := dst.WriteAt(buf[:w], off); err != nil {
+				return err
+			}
+		}
+		off += int64(m)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if sum := Hash(hasher.Sum(nil)); sum != h {
+		return fmt.Errorf("%w: its bytes hash to %s", ErrCorrupt, sum)
+	}
+	return nil
+}
+
 // Tree reads size bytes from r and returns their hash and their
 // verification tree: Bao's outboard encoding over groups of GroupSize, as
 // package bao takes it (the length, then the parent nodes in pre-order),
@@ -242,12 +270,8 @@ func (o *Objects) Detach(h Hash, f *os.File) error {
 		os.Remove(dst.Name())
 		return fmt.Errorf("cas: detach object %s: %w", h, err)
 	}
-	hasher := blake3.New()
-	if _, err := io.Copy(io.MultiWriter(dst, hasher), io.NewSectionReader(f, 0, want.Size)); err != nil {
+	if err := CopyVerified(dst, f, h, want.Size); err != nil {
 		return fail(err)
-	}
-	if sum := Hash(hasher.Sum(nil)); sum != h {
-		return fail(fmt.Errorf("%w: its bytes hash to %s", ErrCorrupt, sum))
 	}
 	if err := dst.Sync(); err != nil {
 		return fail(err)

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zeebo/blake3"
 	"golang.org/x/sys/unix"
 
 	"github.com/statefs/statefs/cas"
@@ -200,26 +199,8 @@ func (s *Store) copyObject(ino uint64, m *manifest.Manifest, dst *os.File, size 
 		return err
 	}
 	defer o.Close()
-	hasher := blake3.New()
-	buf := make([]byte, 1<<20)
-	for off := int64(0); ; {
-		n, err := o.File.ReadAt(buf, off)
-		hasher.Write(buf[:n])
-		if w := min(int64(n), int64(size)-off); w > 0 {
-			if _, err := dst.WriteAt(buf[:w], off); err != nil {
-				return err
-			}
-		}
-		off += int64(n)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return &ObjectError{Ino: ino, Hash: o.Hash, Err: err}
-		}
-	}
-	if got := cas.Hash(hasher.Sum(nil)); got != o.Hash {
-		return &ObjectError{Ino: ino, Hash: o.Hash, Err: fmt.Errorf("%w: its bytes hash to %s", cas.ErrCorrupt, got)}
+	if err := cas.CopyVerified(dst, o.File, o.Hash, int64(size)); err != nil {
+		return &ObjectError{Ino: ino, Hash: o.Hash, Err: err}
 	}
 	return nil
 }

@@ -226,3 +226,33 @@ func TestOpenUnsharesAStagingFileLinkedAsAnObject(t *testing.T) {
 		t.Errorf("sweep removed %d objects, want the one no file is", sw.Objects)
 	}
 }
+
+// Adopt makes the open object's inode a staging file and gives the
+// object's name a copy: writes to the staging file change neither the
+// object nor another file that is it.
+func TestAdoptDetachesTheObjectsName(t *testing.T) {
+	s := newStore(t)
+	content := random(1<<20, 65)
+	a, _ := addContent(t, s, "a", content)
+	b, _ := addContent(t, s, "b", content)
+	m := seal(t, s, a)
+	seal(t, s, b)
+	o, err := s.OpenObject(a, m, false)
+	must(t, err)
+	defer o.Close()
+	before := inodeOf(t, objectPath(s, *m.Object))
+	id, f, err := s.Adopt(getInode(t, s, a), o)
+	must(t, err)
+	defer f.Close()
+	if inodeOf(t, s.StagingPath(id)) != before {
+		t.Fatal("the staging file is not the object's inode")
+	}
+	if inodeOf(t, objectPath(s, *m.Object)) == before {
+		t.Fatal("the object's name still names the adopted inode")
+	}
+	_, err = f.WriteAt([]byte("changed"), 0)
+	must(t, err)
+	if got := readAll(t, s, b, sealedManifest(t, s, b)); !bytes.Equal(got, content) {
+		t.Fatal("a write of the adopted inode changed another file that is the object")
+	}
+}
