@@ -17,7 +17,7 @@ type collectorMetrics struct {
 
 // gcReport is the part of `statefs gc --json` the harness reads.
 type gcReport struct {
-	Swept struct{ Chunks int } `json:"swept"`
+	Swept struct{ Chunks, Objects int } `json:"swept"`
 }
 
 // collector runs workload 7: `statefs gc` on a mounted store whose chunks
@@ -36,7 +36,7 @@ func (b *bench) collector() []*Workload {
 		seconds: w.metric("gc run", "s", false, nil),
 		overlap: w.metric("of which the copy-in was writing", "s", false, nil),
 		chunks:  w.metric("chunks in the store before gc", "chunks", false, nil),
-		swept:   w.metric("chunks swept", "chunks", false, nil),
+		swept:   w.metric("chunks and objects freed", "files", false, nil),
 		alone:   w.metric("copy-in alone, over the same bytes", "MB/s", true, nil),
 		during:  w.metric("copy-in while gc runs", "MB/s", true, nil),
 		ratio:   w.metric("copy-in while gc runs / alone", "×", true, valueGoal(">=", 0.7, "≥ 0.7")),
@@ -98,7 +98,7 @@ func (b *bench) collectorOnce(w *Workload, src *checkpointSource, m collectorMet
 	m.alone.add(statefs, aloneRate)
 	m.during.add(statefs, gc.during)
 	m.ratio.add(statefs, gc.during/aloneRate)
-	b.logf("  gc %.2f s over %d chunks (%d swept); copy-in %.0f MB/s alone, %.0f MB/s during gc", gc.seconds, before.Chunks, gc.swept, aloneRate, gc.during)
+	b.logf("  gc %.2f s over %d chunks (%d freed); copy-in %.0f MB/s alone, %.0f MB/s during gc", gc.seconds, before.Chunks, gc.swept, aloneRate, gc.during)
 	return b.sweepAgain(w)
 }
 
@@ -122,7 +122,7 @@ func (b *bench) sweepAgain(w *Workload) error {
 		return err
 	}
 	if report.Swept.Chunks > 0 {
-		w.note("a second gc run after the copy-in settled swept %d more chunks: garbage the timed run did not sweep", report.Swept.Chunks)
+		w.note("a second gc run after the copy-in settled freed %d more chunks and objects: garbage the timed run did not free", report.Swept.Chunks+report.Swept.Objects)
 	}
 	return nil
 }
@@ -185,7 +185,7 @@ type gcRun struct {
 	seconds float64 // gc's wall time, process start to exit
 	overlap float64 // of those, the seconds the copy-in was still writing
 	during  float64 // the copy-in's MB/s over the overlap
-	swept   int     // chunks gc swept
+	swept   int     // chunks and objects gc freed
 	// fromBytes and toBytes are how far the copy-in was at the start and
 	// the end of the overlap.
 	fromBytes, toBytes float64
@@ -214,8 +214,8 @@ func (b *bench) gcDuringCopyIn(src *checkpointSource, root string) (gcRun, error
 	if err := errors.Join(gcErr, <-copied); err != nil {
 		return gcRun{}, err
 	}
-	if report.Swept.Chunks == 0 {
-		return gcRun{}, fmt.Errorf("statefs gc swept no chunks")
+	if report.Swept.Chunks+report.Swept.Objects == 0 {
+		return gcRun{}, fmt.Errorf("statefs gc freed no chunk and no object")
 	}
 	end := gcEnd
 	if last := p.Last(); last.Before(end) {
@@ -227,7 +227,7 @@ func (b *bench) gcDuringCopyIn(src *checkpointSource, root string) (gcRun, error
 	run := gcRun{
 		seconds:   gcEnd.Sub(gcStart).Seconds(),
 		overlap:   end.Sub(gcStart).Seconds(),
-		swept:     report.Swept.Chunks,
+		swept:     report.Swept.Chunks + report.Swept.Objects,
 		fromBytes: p.Bytes(gcStart),
 		toBytes:   p.Bytes(end),
 	}
