@@ -121,7 +121,7 @@ func (b *bench) sweepAgain(w *Workload) error {
 	if err != nil {
 		return err
 	}
-	if report.Swept.Chunks > 0 {
+	if report.Swept.Chunks+report.Swept.Objects > 0 {
 		w.note("a second gc run after the copy-in settled freed %d more chunks and objects: garbage the timed run did not free", report.Swept.Chunks+report.Swept.Objects)
 	}
 	return nil
