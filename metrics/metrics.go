@@ -70,7 +70,7 @@ func New(s *store.Store) *Metrics {
 		}, []string{"op"}),
 		readBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "statefs_fuse_read_bytes_total",
-			Help: "Bytes the daemon answered FUSE reads with. Reads of files open through FUSE passthrough go from the kernel to the staging file and are not counted.",
+			Help: "Bytes the daemon answered FUSE reads with. Reads of files open through FUSE passthrough go from the kernel to the staging file or the object and are not counted.",
 		}),
 		writtenBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "statefs_fuse_written_bytes_total",
@@ -96,7 +96,7 @@ func New(s *store.Store) *Metrics {
 		}, []string{"result"}),
 		gcFreed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "statefs_gc_freed_bytes_total",
-			Help: "Bytes of chunk files the collector's sweeps removed from the disk.",
+			Help: "Bytes of chunk files the collector's sweeps removed from the disk, and of objects its removals freed.",
 		}),
 		gcCollected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "statefs_gc_collected_total",

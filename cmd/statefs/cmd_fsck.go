@@ -18,19 +18,20 @@ func fsckCommand() *cli.Command {
 		Usage: "check that an unmounted store is consistent",
 		Description: "fsck reads the store as the last process left it, before the recovery a mount does,\n" +
 			"and prints one line per problem and a summary. It exits 1 if a problem is an\n" +
-			"inconsistency; chunks no file uses (gc sweeps them) and staging files a crash left\n" +
-			"(the next mount removes them) are reported but are not. A file that uses a missing\n" +
-			"or corrupt chunk is reported as a damaged file, with its paths and lost ranges.\n\n" +
-			"fsck changes nothing unless --repair is given. --repair reads every chunk (as --verify),\n" +
-			"and in each damaged file turns the lost ranges into holes: the file keeps its names,\n" +
-			"size and mode and reads as zeros there, as e2fsck leaves a file whose blocks it\n" +
-			"cleared. It lists every file and range it changed, removes the damaged chunk files,\n" +
-			"and then checks the store again. It repairs nothing else.\n\n" +
+			"inconsistency; chunks and objects no file uses (gc sweeps them) and staging files a\n" +
+			"crash left (the next mount removes them) are reported but are not. A file that uses\n" +
+			"a missing or corrupt chunk, or is a missing, corrupt or quarantined object, is\n" +
+			"reported as a damaged file, with its paths and lost ranges.\n\n" +
+			"fsck changes nothing unless --repair is given. --repair reads every chunk and object\n" +
+			"(as --verify), and in each damaged file turns the lost ranges into holes: the file\n" +
+			"keeps its names, size and mode and reads as zeros there, as e2fsck leaves a file\n" +
+			"whose blocks it cleared. It lists every file and range it changed, removes the damaged\n" +
+			"chunk and object files, and then checks the store again. It repairs nothing else.\n\n" +
 			"--json prints the problems as a JSON array; with --repair, an object with repaired,\n" +
-			"removed_chunks and problems.",
+			"removed_chunks, removed_objects and problems.",
 		Flags: []cli.Flag{
 			storeFlag(),
-			&cli.BoolFlag{Name: "verify", Usage: "read every chunk a file uses and check its hash"},
+			&cli.BoolFlag{Name: "verify", Usage: "read every chunk and object a file uses and check its hash"},
 			&cli.BoolFlag{Name: "repair", Usage: "make the lost ranges of damaged files holes, listing them (implies --verify)"},
 			jsonFlag(),
 		},
