@@ -125,7 +125,7 @@ type fsckProblem struct {
 const (
 	problemGarbageChunk  = "garbage-chunk"
 	problemGarbageObject = "garbage-object"
-	problemStrayStaging = "stray-staging"
+	problemStrayStaging  = "stray-staging"
 )
 
 // fsck runs `statefs fsck --json` (and --verify) on store and returns the
