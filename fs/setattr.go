@@ -86,8 +86,10 @@ func applyAttr(rec *index.Inode, in *fuse.SetAttrIn) {
 	if gok {
 		rec.Gid = gid
 	}
+	// As the kernel's own filesystems do (chown_common): every
+	// non-directory, FIFOs, sockets and devices too, loses the bits.
 	kill := in.Valid&fuse.FATTR_KILL_SUIDGID != 0 || ((uok || gok) && in.Valid&fuse.FATTR_MODE == 0)
-	if kill && rec.IsRegular() {
+	if kill && !rec.IsDir() {
 		rec.Mode &^= syscall.S_ISUID
 		if rec.Mode&syscall.S_IXGRP != 0 {
 			rec.Mode &^= syscall.S_ISGID

@@ -18,20 +18,21 @@ const otherGroup = 100
 // killPrivCase is one change to a file or directory owned by nobody, by
 // root (in the test) or by nobody (in a child that is also in otherGroup).
 type killPrivCase struct {
-	name   string
-	files  bool                    // applies to regular files
-	dirs   bool                    // applies to directories
-	byRoot func(path string) error // nil: done by the owner
-	child  string                  // the owner's op, with %s for the path
+	name    string
+	files   bool                    // applies to regular files
+	dirs    bool                    // applies to directories
+	special bool                    // applies to FIFOs, sockets and devices
+	byRoot  func(path string) error // nil: done by the owner
+	child   string                  // the owner's op, with %s for the path
 }
 
 var killPrivCases = []killPrivCase{
-	{name: "chown of the owner by root", files: true, dirs: true, byRoot: func(p string) error { return os.Chown(p, 1234, -1) }},
-	{name: "chown of the group by root", files: true, dirs: true, byRoot: func(p string) error { return os.Chown(p, -1, otherGroup) }},
-	{name: "chown of the group by the owner", files: true, dirs: true, child: "chownto %s -1 " + strconv.Itoa(otherGroup)},
+	{name: "chown of the owner by root", files: true, dirs: true, special: true, byRoot: func(p string) error { return os.Chown(p, 1234, -1) }},
+	{name: "chown of the group by root", files: true, dirs: true, special: true, byRoot: func(p string) error { return os.Chown(p, -1, otherGroup) }},
+	{name: "chown of the group by the owner", files: true, dirs: true, special: true, child: "chownto %s -1 " + strconv.Itoa(otherGroup)},
 	{name: "fchown of the group by the owner", files: true, dirs: true, child: "fchownto %s -1 " + strconv.Itoa(otherGroup)},
-	{name: "lchown of the group by the owner", files: true, dirs: true, child: "lchownto %s -1 " + strconv.Itoa(otherGroup)},
-	{name: "chown to the same owner and group by the owner", files: true, dirs: true, child: "chownto %s " + strconv.Itoa(nobody) + " " + strconv.Itoa(nobody)},
+	{name: "lchown of the group by the owner", files: true, dirs: true, special: true, child: "lchownto %s -1 " + strconv.Itoa(otherGroup)},
+	{name: "chown to the same owner and group by the owner", files: true, dirs: true, special: true, child: "chownto %s " + strconv.Itoa(nobody) + " " + strconv.Itoa(nobody)},
 	{name: "truncate by root", files: true, byRoot: func(p string) error { return os.Truncate(p, 1) }},
 	{name: "truncate by the owner", files: true, child: "truncate %s"},
 	{name: "write by root", files: true, byRoot: func(p string) error {
@@ -53,12 +54,32 @@ func firstErr(a, b error) error {
 	return b
 }
 
-// After a change of owner or group, a truncate or a write, a file's
-// setuid and setgid bits are what the kernel leaves on the machine's own
-// disk for the same steps: statefs, which negotiates HANDLE_KILLPRIV_V2,
-// clears them itself. Each case runs on a mount and on a plain directory
-// side by side, with passthrough on and off; the expectation is the
-// kernel's, not a table.
+// specialKinds are the file types besides regular files and directories
+// that mknod and bind make, each with how to make one at a path.
+var specialKinds = []struct {
+	name string
+	make func(path string) error
+}{
+	{"FIFO", func(p string) error { return unix.Mkfifo(p, 0o644) }},
+	{"socket", func(p string) error {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Bind(fd, &unix.SockaddrUnix{Name: p})
+	}},
+	{"character device", func(p string) error { return unix.Mknod(p, unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3))) }},
+	{"block device", func(p string) error { return unix.Mknod(p, unix.S_IFBLK|0o644, int(unix.Mkdev(7, 0))) }},
+}
+
+// After a change of owner or group, a truncate or a write, the setuid and
+// setgid bits of a file, a directory, a FIFO, a socket or a device are what
+// the kernel leaves on the machine's own disk for the same steps: statefs,
+// which negotiates HANDLE_KILLPRIV_V2, clears them itself, and keeps what
+// it cleared across a restart. Each case runs on a mount and on a plain
+// directory side by side, with passthrough on and off; the expectation is
+// the kernel's, not a table.
 func TestKillPrivLikeTheDisk(t *testing.T) {
 	for _, passthrough := range []bool{true, false} {
 		t.Run(fmt.Sprintf("passthrough=%v", passthrough), func(t *testing.T) {
@@ -72,17 +93,24 @@ func TestKillPrivLikeTheDisk(t *testing.T) {
 			type subject struct {
 				c    killPrivCase
 				mode uint32
-				dir  bool
+				kind string // "file", "directory" or one of specialKinds
+				make func(path string) error
 			}
 			var subjects []subject
+			file := func(p string) error { return os.WriteFile(p, []byte("data"), 0o644) }
 			for _, c := range killPrivCases {
 				for _, mode := range []uint32{0o6555, 0o6755, 0o4777, 0o2755, 0o2745} {
 					if c.files {
-						subjects = append(subjects, subject{c, mode, false})
+						subjects = append(subjects, subject{c, mode, "file", file})
+					}
+					if c.special && (mode == 0o6555 || mode == 0o2745) {
+						for _, k := range specialKinds {
+							subjects = append(subjects, subject{c, mode, k.name, k.make})
+						}
 					}
 				}
 				if c.dirs {
-					subjects = append(subjects, subject{c, 0o2755, true})
+					subjects = append(subjects, subject{c, 0o2755, "directory", func(p string) error { return os.Mkdir(p, 0o755) }})
 				}
 			}
 			name := func(i int) string { return fmt.Sprintf("s%03d", i) }
@@ -92,12 +120,8 @@ func TestKillPrivLikeTheDisk(t *testing.T) {
 			for i, s := range subjects {
 				for root, dir := range roots {
 					p := filepath.Join(dir, name(i))
-					if s.dir {
-						require.NoError(t, os.Mkdir(p, 0o755))
-					} else {
-						putFile(t, p, []byte("data"), 0o644)
-					}
-					require.NoError(t, os.Chown(p, nobody, nobody))
+					require.NoError(t, s.make(p), "making a %s", s.kind)
+					require.NoError(t, os.Lchown(p, nobody, nobody))
 					require.NoError(t, unix.Chmod(p, s.mode))
 					if s.c.byRoot != nil {
 						result[root+" "+name(i)] = resultOf(s.c.byRoot(p))
@@ -110,19 +134,21 @@ func TestKillPrivLikeTheDisk(t *testing.T) {
 			for i, r := range asUserIn(t, []uint32{otherGroup}, ops...) {
 				result[opOf[i]] = r
 			}
-			for i, s := range subjects {
-				kind := "file"
-				if s.dir {
-					kind = "directory"
+			compare := func(when string) {
+				t.Helper()
+				for i, s := range subjects {
+					st := map[string]uint32{}
+					for root, dir := range roots {
+						st[root] = lstatOf(t, filepath.Join(dir, name(i))).Mode
+					}
+					what := fmt.Sprintf("%s of a %s of mode %#o", s.c.name, s.kind, s.mode)
+					require.Equal(t, result["disk "+name(i)], result["statefs "+name(i)], "the result of %s", what)
+					require.Equal(t, fmt.Sprintf("%#o", st["disk"]), fmt.Sprintf("%#o", st["statefs"]), "the mode %s %s", when, what)
 				}
-				st := map[string]uint32{}
-				for root, dir := range roots {
-					st[root] = lstatOf(t, filepath.Join(dir, name(i))).Mode
-				}
-				what := fmt.Sprintf("%s of a %s of mode %#o", s.c.name, kind, s.mode)
-				require.Equal(t, result["disk "+name(i)], result["statefs "+name(i)], "the result of %s", what)
-				require.Equal(t, fmt.Sprintf("%#o", st["disk"]), fmt.Sprintf("%#o", st["statefs"]), "the mode after %s", what)
 			}
+			compare("after")
+			m.Restart()
+			compare("after a restart that followed")
 		})
 	}
 }
