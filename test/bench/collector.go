@@ -35,7 +35,7 @@ func (b *bench) collector() []*Workload {
 	m := collectorMetrics{
 		seconds: w.metric("gc run", "s", false, nil),
 		overlap: w.metric("of which the copy-in was writing", "s", false, nil),
-		chunks:  w.metric("chunks in the store before gc", "chunks", false, nil),
+		chunks:  w.metric("chunks and objects in the store before gc", "files", false, nil),
 		swept:   w.metric("chunks and objects freed", "files", false, nil),
 		alone:   w.metric("copy-in alone, over the same bytes", "MB/s", true, nil),
 		during:  w.metric("copy-in while gc runs", "MB/s", true, nil),
@@ -93,12 +93,12 @@ func (b *bench) collectorOnce(w *Workload, src *checkpointSource, m collectorMet
 	aloneRate := alone.Rate(gc.fromBytes, gc.toBytes)
 	m.seconds.add(statefs, gc.seconds)
 	m.overlap.add(statefs, gc.overlap)
-	m.chunks.add(statefs, float64(before.Chunks))
+	m.chunks.add(statefs, float64(before.Chunks+before.Objects))
 	m.swept.add(statefs, float64(gc.swept))
 	m.alone.add(statefs, aloneRate)
 	m.during.add(statefs, gc.during)
 	m.ratio.add(statefs, gc.during/aloneRate)
-	b.logf("  gc %.2f s over %d chunks (%d freed); copy-in %.0f MB/s alone, %.0f MB/s during gc", gc.seconds, before.Chunks, gc.swept, aloneRate, gc.during)
+	b.logf("  gc %.2f s over %d chunks and objects (%d freed); copy-in %.0f MB/s alone, %.0f MB/s during gc", gc.seconds, before.Chunks+before.Objects, gc.swept, aloneRate, gc.during)
 	return b.sweepAgain(w)
 }
 

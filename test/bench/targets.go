@@ -292,6 +292,7 @@ type statefsStatus struct {
 type statefsStats struct {
 	Chunks        int   `json:"chunks"`
 	ChunkFiles    int   `json:"chunk_files"`
+	Objects       int   `json:"objects"`
 	LogicalBytes  int64 `json:"logical_bytes"`
 	PhysicalBytes int64 `json:"physical_bytes"`
 }
