@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/statefs/statefs/cas"
-	"github.com/statefs/statefs/manifest"
 )
 
 // An object is a file's whole sealed content, kept as one file of the
@@ -142,47 +141,6 @@ func (db *DB) UsedObjects() ([]cas.Hash, error) {
 	}
 	slices.SortFunc(used, func(a, b cas.Hash) int { return bytes.Compare(a[:], b[:]) })
 	return used, nil
-}
-
-// DropLostObject makes inode ino's content a hole of the same size if its
-// manifest is an object for which lost reports true, dropping the
-// reference, in one transaction: the file keeps its names, size, mode and
-// owner and reads as zeros, as DropLostExtents leaves lost ranges. The
-// inode's ctime is set. It returns the object dropped; nil if the inode no
-// longer exists or its content is not a lost object.
-func (db *DB) DropLostObject(ino uint64, lost func(cas.Hash) bool) (*cas.Hash, error) {
-	var dropped *cas.Hash
-	err := db.Update(func(tx *Tx) error {
-		dropped = nil
-		n, err := tx.Inode(ino)
-		if err == ErrNotFound {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if n.Staging != 0 || !n.IsRegular() {
-			return nil
-		}
-		m, err := tx.Manifest(ino)
-		if err != nil || m.Object == nil || !lost(*m.Object) {
-			return err
-		}
-		if err := tx.addObjectRef(*m.Object, -1); err != nil {
-			return err
-		}
-		dropped = m.Object
-		hole := &manifest.Manifest{Size: m.Size}
-		if err := tx.set(inoKey(prefixManifest, ino), hole.Marshal()); err != nil {
-			return err
-		}
-		n.Ctime = Now()
-		return tx.PutInode(n)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("repairing inode %d: %w", ino, err)
-	}
-	return dropped, nil
 }
 
 // Unquarantine clears object h's quarantine mark: a seal of the same bytes

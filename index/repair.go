@@ -134,16 +134,18 @@ func (tx *Tx) paths(want map[uint64]*DamagedFile) (map[uint64][]string, error) {
 	return paths, nil
 }
 
-// DropLostExtents removes from inode ino's manifest every extent whose
-// chunk is lost and drops those chunk references, in one transaction: the
-// file keeps its names, size, mode and owner, and the lost ranges become
-// holes, which read as zeros, as e2fsck makes of blocks it clears. The
-// inode's ctime is set. It returns the extents removed; none if the inode
-// no longer exists or its content is no longer that manifest's.
-func (db *DB) DropLostExtents(ino uint64, lost func(cas.Hash) bool) ([]manifest.Extent, error) {
+// DropLost removes from inode ino's manifest every extent whose chunk is
+// lost, or its object if lostObject reports it, and drops those references,
+// in one transaction: the file keeps its names, size, mode and owner, and
+// the lost ranges (all of an object) become holes, which read as zeros, as
+// e2fsck makes of blocks it clears. The inode's ctime is set. It returns
+// the extents, or the object, removed; none if the inode no longer exists
+// or its content is no longer that manifest's.
+func (db *DB) DropLost(ino uint64, lost, lostObject func(cas.Hash) bool) ([]manifest.Extent, *cas.Hash, error) {
 	var dropped []manifest.Extent
+	var object *cas.Hash
 	err := db.Update(func(tx *Tx) error {
-		dropped = nil
+		dropped, object = nil, nil
 		n, err := tx.Inode(ino)
 		if err == ErrNotFound {
 			return nil
@@ -166,13 +168,19 @@ func (db *DB) DropLostExtents(ino uint64, lost func(cas.Hash) bool) ([]manifest.
 				kept = append(kept, e)
 			}
 		}
-		if len(dropped) == 0 {
-			return nil
-		}
 		for _, e := range dropped {
 			if err := tx.addRef(e.Hash, -1); err != nil {
 				return err
 			}
+		}
+		if m.Object != nil && lostObject(*m.Object) {
+			if err := tx.addObjectRef(*m.Object, -1); err != nil {
+				return err
+			}
+			object, m.Object = m.Object, nil
+		}
+		if len(dropped) == 0 && object == nil {
+			return nil
 		}
 		m.Extents = kept
 		if err := tx.set(inoKey(prefixManifest, ino), m.Marshal()); err != nil {
@@ -182,9 +190,9 @@ func (db *DB) DropLostExtents(ino uint64, lost func(cas.Hash) bool) ([]manifest.
 		return tx.PutInode(n)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("repairing inode %d: %w", ino, err)
+		return nil, nil, fmt.Errorf("repairing inode %d: %w", ino, err)
 	}
-	return dropped, nil
+	return dropped, object, nil
 }
 
 // UsedChunks lists the chunks some manifest uses, sorted, each once.

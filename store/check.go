@@ -143,7 +143,7 @@ func (s *Store) Check(verify bool) ([]index.Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	lostObjects, err := s.lostObjects(context.Background(), usedObjects, objectFiles, verify, nil)
+	lostObjects, err := s.lostObjects(context.Background(), usedObjects, objectFiles, verify, nil, nil)
 	if err != nil {
 		return nil, err
 	}

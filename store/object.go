@@ -218,11 +218,11 @@ func (s *Store) objectSet() (used, files []cas.Hash, err error) {
 
 // lostObjects finds which of the objects in hs are lost: missing, not a
 // regular file (files lists those that are, sorted), quarantined, or (with
-// verify) not reading back as their hash. progress, if set, is called with
-// the length of each piece read (it may wait, and an error from it stops
-// the search) and with -1 after each object. It stops early, with what it
+// verify) not reading back as their hash. read, if set, is called with the
+// length of each piece read (it may wait, and an error from it stops the
+// search); done, if set, after each object. It stops early, with what it
 // found so far and ctx's error, when ctx is done.
-func (s *Store) lostObjects(ctx context.Context, hs, files []cas.Hash, verify bool, progress func(n int) error) (map[cas.Hash]lostChunk, error) {
+func (s *Store) lostObjects(ctx context.Context, hs, files []cas.Hash, verify bool, read func(n int) error, done func()) (map[cas.Hash]lostChunk, error) {
 	lost := map[cas.Hash]lostChunk{}
 	var marked []cas.Hash
 	err := s.Index.View(func(tx *index.Tx) (err error) {
@@ -252,11 +252,7 @@ func (s *Store) lostObjects(ctx context.Context, hs, files []cas.Hash, verify bo
 				lost[h] = lostChunk{ProblemMissingObject, "missing from the object store"}
 			}
 		} else if verify {
-			var wait func(int) error
-			if progress != nil {
-				wait = progress
-			}
-			_, err := s.objects.Verify(h, wait)
+			_, err := s.objects.Verify(h, read)
 			switch {
 			case ctx.Err() != nil:
 				return lost, ctx.Err()
@@ -266,8 +262,8 @@ func (s *Store) lostObjects(ctx context.Context, hs, files []cas.Hash, verify bo
 				lost[h] = lostChunk{ProblemCorruptObject, err.Error()}
 			}
 		}
-		if progress != nil {
-			progress(-1)
+		if done != nil {
+			done()
 		}
 	}
 	return lost, nil

@@ -21,7 +21,7 @@ type Repaired struct {
 // Repair makes the store readable again after chunks were lost (DESIGN
 // invariant 5 keeps it from serving their bytes): it reads every chunk a
 // manifest uses, as Check(true) does, and in each file that uses a lost
-// one it turns the lost ranges into holes (index.DB.DropLostExtents): the
+// one it turns the lost ranges into holes (index.DB.DropLost): the
 // file keeps its names, size, mode and owner, and reads as zeros where the
 // bytes are gone, as e2fsck leaves a file whose blocks it cleared. Then it
 // removes the damaged chunk files, so that content written again later is
@@ -43,7 +43,7 @@ func (s *Store) Repair() (Repaired, error) {
 	if err != nil {
 		return r, err
 	}
-	lostObjects, err := s.lostObjects(context.Background(), usedObjects, objectFiles, true, nil)
+	lostObjects, err := s.lostObjects(context.Background(), usedObjects, objectFiles, true, nil, nil)
 	if err != nil {
 		return r, err
 	}
@@ -56,19 +56,11 @@ func (s *Store) Repair() (Repaired, error) {
 		return r, err
 	}
 	for _, d := range damaged {
-		if d.Object != nil {
-			if h, err := s.Index.DropLostObject(d.Ino, lostObject); err != nil {
-				return r, err
-			} else if h != nil {
-				r.Files = append(r.Files, d)
-			}
-			continue
-		}
-		dropped, err := s.Index.DropLostExtents(d.Ino, lost)
+		dropped, object, err := s.Index.DropLost(d.Ino, lost, lostObject)
 		if err != nil {
 			return r, err
 		}
-		if len(dropped) > 0 {
+		if len(dropped) > 0 || object != nil {
 			d.Lost = dropped
 			r.Files = append(r.Files, d)
 		}

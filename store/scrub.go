@@ -116,15 +116,11 @@ func (s *Store) Scrub(ctx context.Context, opts ScrubOptions) (Scrubbed, error) 
 	if err != nil {
 		return r, err
 	}
-	lostObjects, err := s.lostObjects(ctx, allObjects, objectFiles, true, func(n int) error {
-		if n < 0 { // an object done
-			r.Objects++
-			if opts.Progress != nil {
-				opts.Progress(r.Chunks+r.Objects, total)
-			}
-			return nil
+	lostObjects, err := s.lostObjects(ctx, allObjects, objectFiles, true, wait, func() {
+		r.Objects++
+		if opts.Progress != nil {
+			opts.Progress(r.Chunks+r.Objects, total)
 		}
-		return wait(n)
 	})
 	if err == nil {
 		err = ctx.Err() // ended during the wait after the last one
