@@ -14,9 +14,9 @@ import (
 // transaction: about what one reply of the kernel's holds.
 const dirBatch = 128
 
-// dirHandle is an open directory. Its entries are read in one transaction
-// at the first READDIR or READDIRPLUS; READDIRPLUS then reads the inode
-// records of the next dirBatch entries in one transaction more, instead of
+// dirHandle is an open directory. Its entries are read at the first
+// READDIR or READDIRPLUS; READDIRPLUS then reads the inode records of the
+// next dirBatch entries in one transaction, instead of
 // a lookup of its own for each entry. Listing n files with their
 // attributes (ls -l, RocksDB's and Flink's directory scans, which the
 // kernel serves by READDIRPLUS) costs 1 + n/dirBatch transactions, not
@@ -84,9 +84,9 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	return d.dir.newChild(ctx, rec, out), 0
 }
 
-// readBatch reads, in one transaction, the names of the directory from
-// the entry returned last on, as they are now, up to dirBatch of them, and
-// their inodes' records.
+// readBatch reads the names of the directory from the entry returned last
+// on, as they are now, up to dirBatch of them, and their inodes' records
+// in one transaction.
 func (d *dirHandle) readBatch() {
 	d.recs = make(map[string]*index.Inode, dirBatch)
 	from := ""
@@ -94,15 +94,11 @@ func (d *dirHandle) readBatch() {
 		from = d.entries[d.next-1].Name
 	}
 	// A batch that fails to read leaves each name to a lookup of its own.
+	names, err := d.dir.fs.store.Index.Listing(d.dir.ino(), from, dirBatch)
+	if err != nil {
+		return
+	}
 	_ = d.dir.fs.store.Index.View(func(tx *index.Tx) error {
-		var names []index.Dirent
-		err := tx.ReadDirFrom(d.dir.ino(), from, func(e index.Dirent) bool {
-			names = append(names, e)
-			return len(names) < dirBatch
-		})
-		if err != nil {
-			return err
-		}
 		for _, e := range names {
 			if rec, err := tx.Inode(e.Ino); err == nil {
 				d.recs[e.Name] = rec

@@ -324,26 +324,28 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 }
 
 // entries lists this directory as readdir returns it: ".", "..", the
-// .statefs view in the root, then the names in order.
+// .statefs view in the root, then the names in order, as the latest commit
+// left them (index.DB.Listing).
 func (n *node) entries() ([]fuse.DirEntry, error) {
-	var entries []fuse.DirEntry
-	err := n.fs.store.Index.View(func(tx *index.Tx) error {
-		rec, err := tx.Inode(n.ino())
-		if err != nil {
-			return err
-		}
-		entries = append(entries,
-			fuse.DirEntry{Name: ".", Ino: rec.Ino, Mode: syscall.S_IFDIR},
-			fuse.DirEntry{Name: "..", Ino: rec.Parent, Mode: syscall.S_IFDIR})
-		if rec.Ino == index.RootIno {
-			entries = append(entries, fuse.DirEntry{Name: statusDirName, Ino: statusDirIno, Mode: syscall.S_IFDIR})
-		}
-		return tx.ReadDir(n.ino(), func(d index.Dirent) bool {
-			entries = append(entries, fuse.DirEntry{Name: d.Name, Ino: d.Ino, Mode: d.Mode})
-			return true
-		})
-	})
-	return entries, err
+	rec, err := n.inode()
+	if err != nil {
+		return nil, err
+	}
+	names, err := n.fs.store.Index.Listing(n.ino(), "", 0)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]fuse.DirEntry, 0, 3+len(names))
+	entries = append(entries,
+		fuse.DirEntry{Name: ".", Ino: rec.Ino, Mode: syscall.S_IFDIR},
+		fuse.DirEntry{Name: "..", Ino: rec.Parent, Mode: syscall.S_IFDIR})
+	if rec.Ino == index.RootIno {
+		entries = append(entries, fuse.DirEntry{Name: statusDirName, Ino: statusDirIno, Mode: syscall.S_IFDIR})
+	}
+	for _, d := range names {
+		entries = append(entries, fuse.DirEntry{Name: d.Name, Ino: d.Ino, Mode: d.Mode})
+	}
+	return entries, nil
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {

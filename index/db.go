@@ -104,6 +104,10 @@ type DB struct {
 	synced  atomic.Uint64
 
 	xattrs xattrInos
+
+	// listings caches directories' entries for Listing; nil when the
+	// index is read-only.
+	listings *listings
 }
 
 // memTableEnv names a test knob: badger's memtable size in MiB, instead
@@ -135,7 +139,7 @@ func Open(dir string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{bdb: bdb}
+	db := &DB{bdb: bdb, listings: newListings(listingBudget)}
 	if err := db.init(); err != nil {
 		bdb.Close()
 		return nil, err
@@ -415,15 +419,20 @@ func (db *DB) commit(fn func(*Tx) error) (*Tx, error) {
 		return nil, err
 	}
 	if err := txn.Commit(); err != nil {
+		// What badger kept of it is unknown: read directories anew.
+		db.listings.reset()
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			err = fmt.Errorf("%w: %w", ErrTooLarge, err)
 		}
 		return nil, fmt.Errorf("committing index transaction: %w", err)
 	}
 	db.commits.Add(1)
+	db.listings.apply(tx.dirents)
 	if db.Strict != nil {
 		// writeMu is held: Check sees the index as this commit left it.
-		if problems, _, err := db.Check(); len(problems) > 0 || err != nil {
+		problems, _, err := db.Check()
+		problems = append(problems, db.checkListings()...)
+		if len(problems) > 0 || err != nil {
 			db.Strict(problems, err)
 		}
 	}

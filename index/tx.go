@@ -12,6 +12,7 @@ type Tx struct {
 	txn      *badger.Txn
 	db       *DB
 	onCommit []func()
+	dirents  []direntChange // for the listings cache
 }
 
 // OnCommit makes fn run once the transaction has committed, after the
@@ -67,8 +68,21 @@ func (tx *Tx) has(key []byte) (bool, error) {
 	return err == nil, err
 }
 
-func (tx *Tx) set(key, value []byte) error { return tx.txn.Set(key, value) }
-func (tx *Tx) del(key []byte) error        { return tx.txn.Delete(key) }
+func (tx *Tx) set(key, value []byte) error {
+	if err := tx.txn.Set(key, value); err != nil {
+		return err
+	}
+	tx.noteDirent(key, value)
+	return nil
+}
+
+func (tx *Tx) del(key []byte) error {
+	if err := tx.txn.Delete(key); err != nil {
+		return err
+	}
+	tx.noteDirent(key, nil)
+	return nil
+}
 
 // scan calls fn for each key with prefix, in key order, until fn returns
 // false or an error. The key and value are valid only during the call.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -186,6 +187,12 @@ func runMount(c *cli.Context) error {
 		if err != nil {
 			return fmt.Errorf("--pprof: %w", err)
 		}
+		// Where the daemon waits matters as much as where it computes:
+		// sample contended locks and blocking (about one event in 100,
+		// and one blocking per 10 µs spent) for /debug/pprof/mutex and
+		// /debug/pprof/block.
+		runtime.SetMutexProfileFraction(100)
+		runtime.SetBlockProfileRate(10_000)
 		go http.Serve(ln, nil) // net/http/pprof registers on the default mux
 	}
 	var metricsLn net.Listener // taken now, so a bad address changes nothing
