@@ -60,8 +60,8 @@ func (b *bench) subtaskLife() []*Workload {
 		devName = dev.name
 	}
 	tenth := max(1, s.Rounds/10)
-	w.Setup = fmt.Sprintf("The live RocksDB of one subtask as Flink runs it, on the bare disk and on statefs (go-fuse's loopback "+
-		"is left out: the workload is long, and the loopback keeps no state of its own to grow). db_bench fillrandom then overwrite "+
+	w.Setup = fmt.Sprintf("The live RocksDB of one subtask as Flink runs it, on the bare disk, on go-fuse's loopback (which keeps "+
+		"no state of its own: what a FUSE mount alone costs each operation) and on statefs. db_bench fillrandom then overwrite "+
 		"of %d keys (values of %d bytes) into tm_bench/tmp/job_…_op_…_uuid_…/db (the overwrite gives the database the shape of its "+
 		"levels before the first round), then %d rounds of: db_bench --use_existing_db=1 overwrite of %d keys; "+
 		"`ldb --db=DB checkpoint --checkpoint_dir=…/vtx_…_sti_0/chk_N` (hard links), timed; removal (rm -rf) of every checkpoint "+
@@ -106,7 +106,7 @@ func (b *bench) subtaskLife() []*Workload {
 			disk = &dev
 		}
 		var nativeWritten int64 // in this repetition: the bare disk runs first
-		b.eachRep(w, []target{b.native, b.statefs}, func(t target) error {
+		b.eachRep(w, b.targets(), func(t target) error {
 			return b.lifeOnce(t, disk, m, &nativeWritten)
 		})
 	}
@@ -119,7 +119,8 @@ func (b *bench) subtaskLife() []*Workload {
 
 // lifeOnce is workload 9 on one target. disk is nil when the disk's
 // counters could not be found; nativeWritten carries the bare disk's bytes
-// written to statefs's run of the same repetition.
+// written to statefs's run of the same repetition (targets() runs the bare
+// disk first).
 func (b *bench) lifeOnce(t target, disk *blockDevice, m lifeMetrics, nativeWritten *int64) error {
 	root, err := t.Open()
 	if err != nil {
@@ -232,7 +233,9 @@ func (b *bench) lifeOnce(t target, disk *blockDevice, m lifeMetrics, nativeWritt
 		m.written.add(t.Name(), written/1e6)
 	}
 	if !isStatefs {
-		*nativeWritten = int64(written)
+		if _, isNative := t.(*nativeTarget); isNative {
+			*nativeWritten = int64(written)
+		}
 		b.logf("  checkpoints: early %.1f ms, late %.1f ms; %.0f MB written, %.0f MB used", early, late, written/1e6, float64(used)/1e6)
 		return nil
 	}
