@@ -12,6 +12,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/statefs/statefs/cas"
@@ -411,32 +412,31 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 
 // Fsync makes the file's content and every committed index change durable
 // (DESIGN invariant 1): the staging file's bytes, its name in the staging
-// directory, and the index. The index is synced while the file is: each
-// waits for the disk, and on a journaling file system two syncs in flight
-// can share one journal commit.
+// directory, and the index. The three are synced at once: each waits for
+// the disk, and on a journaling file system syncs in flight together share
+// one journal commit.
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	indexSynced := make(chan error, 1)
-	go func() { indexSynced <- h.fs.store.Sync() }()
-	err := h.syncStaging(flags)
-	return errno(errors.Join(err, <-indexSynced))
-}
-
-// syncStaging makes the staging file's bytes and its name durable, if the
-// handle writes one.
-func (h *handle) syncStaging(flags uint32) error {
+	var g errgroup.Group
+	g.Go(h.fs.store.Sync)
 	if h.staging == nil {
-		return nil
+		return errno(g.Wait())
 	}
 	if !h.st.stagingNamed.Load() {
-		if err := h.fs.store.SyncStagingName(h.staging); err != nil {
-			return err
-		}
-		h.st.stagingNamed.Store(true)
+		g.Go(func() error {
+			if err := h.fs.store.SyncStagingName(h.staging); err != nil {
+				return err
+			}
+			h.st.stagingNamed.Store(true)
+			return nil
+		})
 	}
+	var err error
 	if flags&fsyncDataOnly != 0 {
-		return unix.Fdatasync(int(h.staging.Fd()))
+		err = unix.Fdatasync(int(h.staging.Fd()))
+	} else {
+		err = h.staging.Sync()
 	}
-	return h.staging.Sync()
+	return errno(errors.Join(err, g.Wait()))
 }
 
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
