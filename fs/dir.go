@@ -35,8 +35,13 @@ var (
 	_ = (gofs.FileSeekdirer)((*dirHandle)(nil))
 )
 
+// OpendirHandle lets the kernel keep the listing it reads in its cache
+// and serve the next listings from it: it drops the cache when a change
+// it makes (create, link, unlink, rename, mkdir, rmdir) touches the
+// directory, and statefs tells it of the changes it makes on its own
+// (dirChanged).
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return &dirHandle{dir: n}, 0, 0
+	return &dirHandle{dir: n}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {

@@ -94,14 +94,16 @@ func TestCacheSeesTheCollector(t *testing.T) {
 	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
 	require.Contains(t, mustCLI(t, "gc", "--store", m.Store, "--grace", "0"), "removed job "+jobGone)
 
+	// The listing first: a stat would refresh the directory's times, and
+	// the kernel would drop the listing it cached on seeing them change.
+	names, err := readDirNames(m.Path(allocDir))
+	require.NoError(t, err)
+	require.Equal(t, []string{"jid_" + jobLive}, names, "a listing after the collection")
 	requireStatFresh(t, m.Path(allocDir), "the collection")
 	requireStatFresh(t, m.Path("tm_tm-1/tmp"), "the collection")
 	requireStatFresh(t, m.Path(kept), "the collection")
 	requireTree(t, m, gone, false)
 	requireTree(t, m, live, true)
-	names, err := readDirNames(m.Path(allocDir))
-	require.NoError(t, err)
-	require.Equal(t, []string{"jid_" + jobLive}, names, "a listing after the collection")
 	require.EqualValues(t, 1, lstatOf(t, m.Path(kept)).Nlink, "the link count of a file the collection took a name of")
 	requireContent(t, m.Path(kept), gone[snapshot])
 }
@@ -140,6 +142,19 @@ func TestCacheSeesARestore(t *testing.T) {
 	names, err := readDirNames(m.Path("tm_tm-1/localState"))
 	require.NoError(t, err)
 	require.Equal(t, []string{"aid_" + otherAlloc, "aid_" + holdAlloc}, names)
+
+	// The kernel caches the directory's listing: a restore into it is in
+	// the next listing, with no stat between to show the directory's new
+	// times.
+	require.NoError(t, os.RemoveAll(m.Path(allocs[1])))
+	hs = waitHolds(t, m, 1)
+	names, err = readDirNames(m.Path("tm_tm-1/localState"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"aid_" + holdAlloc}, names)
+	mustCLI(t, "restore", "--store", m.Store, m.Path(".statefs/held", hs[0].ID), m.Path(allocs[1]))
+	names, err = readDirNames(m.Path("tm_tm-1/localState"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"aid_" + otherAlloc, "aid_" + holdAlloc}, names, "a listing the kernel had cached, after a restore")
 }
 
 // A held tree dropped (here: its job collected) leaves its view at once.
