@@ -43,7 +43,6 @@ var (
 	_ = (gofs.NodeUnlinker)((*node)(nil))
 	_ = (gofs.NodeRmdirer)((*node)(nil))
 	_ = (gofs.NodeRenamer)((*node)(nil))
-	_ = (gofs.NodeReaddirer)((*node)(nil))
 	_ = (gofs.NodeStatfser)((*node)(nil))
 	_ = (gofs.NodeOnAdder)((*node)(nil))
 	_ = (gofs.NodeFsyncer)((*node)(nil))
@@ -313,14 +312,6 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	crashpoint.Hit(crashpoint.RenameCommitted)
 	n.fs.reapIfUnused(victim)
 	return 0
-}
-
-func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	entries, err := n.entries()
-	if err != nil {
-		return nil, errno(err)
-	}
-	return gofs.NewListDirStream(entries), 0
 }
 
 // entries lists this directory as readdir returns it: ".", "..", the

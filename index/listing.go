@@ -150,7 +150,9 @@ func (tx *Tx) noteDirent(key, value []byte) {
 // commit left them: a listing served to the kernel, which is stale as soon
 // as it is sent anyway. It may be newer than a View begun before it, so
 // code that needs one snapshot of the namespace (Check, walks) reads the
-// directory in its transaction (Tx.ReadDir) instead.
+// directory in its transaction (Tx.ReadDir) instead. A directory not
+// cached is read under writeMu, so Listing is never called from an
+// Update's function.
 func (db *DB) Listing(dir uint64, from string, limit int) ([]Dirent, error) {
 	if db.listings == nil {
 		return db.scanListing(dir, from, limit)

@@ -47,7 +47,7 @@ func (l Level) String() string {
 type Owner struct {
 	Executor   string // resource id from tm_<resource-id>
 	Allocation string // from aid_<id>
-	Job        string // from jid_<id>, or the id inside tmp/job_<id>_op_<...>
+	Job        string // from jid_<id>, tmp/job_<id>_op_<...>, or tmp/<id>/ (Flink 2's asynchronous ForSt)
 	Vertex     string // from vtx_<v>_sti_<n>
 	Subtask    string // the n of sti_<n>
 	Checkpoint string // from chk_<n>

@@ -167,7 +167,10 @@ func (f *Fixture) Write(p string, data []byte, off int64, seal bool) uint64 {
 func (f *Fixture) Link(p string, ino uint64) {
 	f.T.Helper()
 	parent := f.MkdirAll(path.Dir(p))
-	err := f.S.Index.Update(func(tx *index.Tx) error { _, err := tx.Link(parent, path.Base(p), ino); return err })
+	err := f.S.Index.Update(func(tx *index.Tx) error {
+		_, err := tx.LinkOwned(parent, path.Base(p), ino, owner.FlinkRules().Owner(p))
+		return err
+	})
 	if err != nil {
 		f.T.Fatalf("linking %s: %v", p, err)
 	}
