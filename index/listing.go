@@ -160,6 +160,11 @@ func (db *DB) Listing(dir uint64, from string, limit int) ([]Dirent, error) {
 	if ents, ok := db.listings.get(dir, from, limit); ok {
 		return ents, nil
 	}
+	if from != "" || limit > 0 {
+		// Part of a directory not cached (too large to keep, or pushed
+		// out since it was listed whole): that part alone.
+		return db.scanListing(dir, from, limit)
+	}
 	// Read it under writeMu: no commit can fall between this snapshot and
 	// the insertion.
 	db.writeMu.Lock()
@@ -170,11 +175,6 @@ func (db *DB) Listing(dir uint64, from string, limit int) ([]Dirent, error) {
 	db.writeMu.Unlock()
 	if err != nil {
 		return nil, err
-	}
-	i, _ := slices.BinarySearchFunc(ents, from, byName)
-	ents = ents[i:]
-	if limit > 0 && len(ents) > limit {
-		ents = ents[:limit]
 	}
 	return slices.Clone(ents), nil
 }
