@@ -1,10 +1,11 @@
 // Package test holds the integration tests: each one mounts the real statefs
 // binary on a temp dir and drives it through real syscalls.
 //
-// The helpers live by what they help with: this file mounts the daemon and
-// watches it (its log, status.json, /metrics, the mount table);
-// helpers_test.go makes and checks files and trees; command_test.go runs
-// the statefs command; flink_test.go writes state in Flink's layout.
+// The harness lives in the files named harness_*: this file mounts the
+// daemon and watches it (its log, status.json, /metrics, the mount table);
+// harness_files_test.go makes and checks files and trees;
+// harness_command_test.go runs the statefs command. flink_test.go writes
+// state in Flink's layout beside its tests.
 package test
 
 import (
