@@ -16,6 +16,7 @@ import (
 	jotfs "github.com/jotfs/fastcdc-go"
 	restic "github.com/restic/chunker"
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/testbytes"
 	zeebo "github.com/zeebo/blake3"
 	luke "lukechampine.com/blake3"
 )
@@ -37,7 +38,7 @@ func BenchmarkChoiceHash(b *testing.B) {
 		{"lukechampine-blake3", func(p []byte) [32]byte { return luke.Sum256(p) }},
 	}
 	for _, size := range []int{64 << 10, 1 << 20, 4 << 20} {
-		data := random(size, 1)
+		data := testbytes.Random(size, 1)
 		for _, h := range hashes {
 			b.Run(h.name+"/"+sizeName(size), func(b *testing.B) {
 				b.SetBytes(int64(size))
@@ -132,7 +133,7 @@ func plakar(algo string) chunkFunc {
 }
 
 func BenchmarkChoiceChunker(b *testing.B) {
-	data := random(256<<20, 2)
+	data := testbytes.Random(256<<20, 2)
 	for _, cand := range chunkCandidates {
 		b.Run(cand.name, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
@@ -148,8 +149,8 @@ func BenchmarkChoiceChunker(b *testing.B) {
 // BenchmarkChoiceChunkerDedup inserts 100 bytes at the front of a 64 MiB buffer
 // and reports how many of the new chunks already existed.
 func BenchmarkChoiceChunkerDedup(b *testing.B) {
-	orig := random(64<<20, 3)
-	edited := append(random(100, 4), orig...)
+	orig := testbytes.Random(64<<20, 3)
+	edited := append(testbytes.Random(100, 4), orig...)
 	for _, cand := range chunkCandidates {
 		b.Run(cand.name, func(b *testing.B) {
 			var reused, total int

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"testing"
 	"testing/iotest"
 
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/testbytes"
 )
 
 // chunkAll returns copies of the chunks NewChunker cuts from data.
@@ -37,9 +37,9 @@ func TestChunkerReassemblesAndRespectsBounds(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"one byte", []byte{7}},
-		{"below min", random(cas.MinChunk-1, 1)},
-		{"exactly min", random(cas.MinChunk, 1)},
-		{"random 20MiB", random(20<<20, 2)},
+		{"below min", testbytes.Random(cas.MinChunk-1, 1)},
+		{"exactly min", testbytes.Random(cas.MinChunk, 1)},
+		{"random 20MiB", testbytes.Random(20<<20, 2)},
 		{"zeros 20MiB", make([]byte, 20<<20)}, // no boundary is ever found: cut at max
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,7 +66,7 @@ func TestChunkerReassemblesAndRespectsBounds(t *testing.T) {
 }
 
 func TestChunkerIsDeterministic(t *testing.T) {
-	data := random(16<<20, 3)
+	data := testbytes.Random(16<<20, 3)
 	a := chunkAll(t, bytes.NewReader(data))
 	b := chunkAll(t, iotest.HalfReader(bytes.NewReader(data)))
 	if len(a) < 4 {
@@ -83,7 +83,7 @@ func TestChunkerIsDeterministic(t *testing.T) {
 }
 
 func TestChunkerAverageSize(t *testing.T) {
-	data := random(64<<20, 4)
+	data := testbytes.Random(64<<20, 4)
 	chunks := chunkAll(t, bytes.NewReader(data))
 	avg := len(data) / len(chunks)
 	if avg < cas.AvgChunk/2 || avg > 2*cas.AvgChunk {
@@ -94,8 +94,8 @@ func TestChunkerAverageSize(t *testing.T) {
 // An insertion at the front moves only the first boundary or two: the rest of
 // the file deduplicates.
 func TestChunkerInsertAtFrontReusesChunks(t *testing.T) {
-	orig := random(64<<20, 5)
-	edited := append(random(100, 6), orig...)
+	orig := testbytes.Random(64<<20, 5)
+	edited := append(testbytes.Random(100, 6), orig...)
 	seen := map[cas.Hash]bool{}
 	for _, c := range chunkAll(t, bytes.NewReader(orig)) {
 		seen[cas.Sum(c)] = true
@@ -114,7 +114,7 @@ func TestChunkerInsertAtFrontReusesChunks(t *testing.T) {
 
 func TestChunkerReturnsReadError(t *testing.T) {
 	boom := errors.New("boom")
-	c := cas.NewChunker(io.MultiReader(bytes.NewReader(random(3*cas.MaxChunk, 7)), iotest.ErrReader(boom)))
+	c := cas.NewChunker(io.MultiReader(bytes.NewReader(testbytes.Random(3*cas.MaxChunk, 7)), iotest.ErrReader(boom)))
 	var err error
 	for err == nil {
 		_, err = c.Next(nil)
@@ -125,10 +125,4 @@ func TestChunkerReturnsReadError(t *testing.T) {
 	if _, err := c.Next(nil); !errors.Is(err, boom) {
 		t.Fatalf("Next after the error gave %v, want the reader's error again", err)
 	}
-}
-
-func random(n int, seed uint64) []byte {
-	p := make([]byte, n)
-	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)}).Read(p)
-	return p
 }

@@ -3,22 +3,13 @@ package cas_test
 import (
 	"bytes"
 	"errors"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/testbytes"
 )
-
-func randomBytes(n int, seed uint64) []byte {
-	b := make([]byte, n)
-	r := rand.New(rand.NewPCG(seed, seed))
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
 
 // objectFrom writes data to a file in dir and links it as an object.
 func objectFrom(t *testing.T, o *cas.Objects, dir string, data []byte) (cas.Hash, []byte, string) {
@@ -41,7 +32,7 @@ func objectFrom(t *testing.T, o *cas.Objects, dir string, data []byte) (cas.Hash
 // The tree's root is the content's hash, the name chunks use too.
 func TestTreeRootIsTheHash(t *testing.T) {
 	for _, n := range []int{0, 1, cas.GroupSize - 1, cas.GroupSize, cas.GroupSize + 1, 5*cas.GroupSize + 17, 1 << 20} {
-		data := randomBytes(n, uint64(n))
+		data := testbytes.Random(n, uint64(n))
 		h, _, err := cas.Tree(bytes.NewReader(data), int64(n))
 		if err != nil {
 			t.Fatal(err)
@@ -58,7 +49,7 @@ func TestObjectLinkDeduplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := randomBytes(100<<10, 1)
+	data := testbytes.Random(100<<10, 1)
 	h, _, _ := objectFrom(t, o, dir, data)
 	other := filepath.Join(dir, "other")
 	if err := os.WriteFile(other, data, 0o600); err != nil {
@@ -86,7 +77,7 @@ func TestObjectFlippedByte(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := randomBytes(4*cas.GroupSize+100, 2)
+	data := testbytes.Random(4*cas.GroupSize+100, 2)
 	h, tree, _ := objectFrom(t, o, dir, data)
 	f, err := o.Open(h)
 	if err != nil {
@@ -122,7 +113,7 @@ func TestObjectFlippedByte(t *testing.T) {
 }
 
 func TestCompresses(t *testing.T) {
-	if cas.Compresses(randomBytes(64<<10, 3)) {
+	if cas.Compresses(testbytes.Random(64<<10, 3)) {
 		t.Error("random bytes compress")
 	}
 	if !cas.Compresses(bytes.Repeat([]byte("flink state "), 5000)) {

@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/testbytes"
 )
 
 // chunkFile is a version 2 chunk file split the way the package
@@ -117,17 +118,17 @@ func (c chunkFile) node(k int) (from, to int) {
 // a stored byte its own group. Every other read returns the right bytes
 // (DESIGN invariant 5: never wrong bytes).
 func TestEveryCorruptByteFailsItsRange(t *testing.T) {
-	mixed := append(text(3*cas.GroupSize), random(4*cas.GroupSize+100, 3)...)
+	mixed := append(text(3*cas.GroupSize), testbytes.Random(4*cas.GroupSize+100, 3)...)
 	for _, k := range []struct {
 		name   string
 		data   []byte
 		framed bool
 		every  int // test one payload byte in every
 	}{
-		{"raw, last group partial", random(9*cas.GroupSize+777, 1), false, 97},
+		{"raw, last group partial", testbytes.Random(9*cas.GroupSize+777, 1), false, 97},
 		{"framed", text(7*cas.GroupSize + 5), true, 7},
 		{"framed with raw groups", mixed, true, 31},
-		{"one group", random(5000, 2), false, 13},
+		{"one group", testbytes.Random(5000, 2), false, 13},
 	} {
 		t.Run(k.name, func(t *testing.T) {
 			s, dir := openStore(t)
@@ -184,7 +185,7 @@ func TestEveryCorruptByteFailsItsRange(t *testing.T) {
 // ReadAt returns the bytes of any range: within a group, straddling groups,
 // the last partial group, past the end, and empty.
 func TestReadAtRanges(t *testing.T) {
-	for _, data := range [][]byte{random(5*cas.GroupSize+333, 4), text(5*cas.GroupSize + 333), random(100, 5), {}} {
+	for _, data := range [][]byte{testbytes.Random(5*cas.GroupSize+333, 4), text(5*cas.GroupSize + 333), testbytes.Random(100, 5), {}} {
 		s, _ := openStore(t)
 		h := put(t, s, data)
 		size := len(data)
@@ -213,7 +214,7 @@ func TestReadAtRanges(t *testing.T) {
 // still read, whole or in part, and verified.
 func TestReadsVersion1(t *testing.T) {
 	s, dir := openStore(t)
-	for _, data := range [][]byte{random(3*cas.GroupSize, 6), text(3 * cas.GroupSize)} {
+	for _, data := range [][]byte{testbytes.Random(3*cas.GroupSize, 6), text(3 * cas.GroupSize)} {
 		h := cas.Sum(data)
 		writeChunkFile(t, dir, h, version1(t, data))
 		got, err := s.Get(h, nil)
@@ -266,8 +267,8 @@ func zstdFrame(t *testing.T, data []byte) []byte {
 // ErrCorrupt, never other bytes. Mutating a valid file rather than fuzzing
 // whole files keeps each try small, so the fuzzer explores the layout.
 func FuzzChunkRead(f *testing.F) {
-	framed := append(text(2*cas.GroupSize), random(cas.GroupSize/2, 7)...)
-	raw := random(len(framed), 8)
+	framed := append(text(2*cas.GroupSize), testbytes.Random(cas.GroupSize/2, 7)...)
+	raw := testbytes.Random(len(framed), 8)
 	files := map[bool][]byte{}
 	{
 		s, dir := openStore(f)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/testbytes"
 )
 
 // BenchmarkZstd compares the two levels considered for chunks on 1 MiB of
@@ -24,7 +25,7 @@ func BenchmarkZstd(b *testing.B) {
 		for _, in := range []struct {
 			name string
 			data []byte
-		}{{"text", text(1 << 20)}, {"random", random(1<<20, 20)}} {
+		}{{"text", text(1 << 20)}, {"random", testbytes.Random(1<<20, 20)}} {
 			compressed := enc.EncodeAll(in.data, nil)
 			ratio := float64(len(compressed)) / float64(len(in.data))
 			b.Run(level.String()+"/"+in.name+"/compress", func(b *testing.B) {
@@ -51,7 +52,7 @@ func BenchmarkZstd(b *testing.B) {
 var benchInputs = []struct {
 	name string
 	data []byte
-}{{"text", text(1 << 20)}, {"random", random(1<<20, 21)}}
+}{{"text", text(1 << 20)}, {"random", testbytes.Random(1<<20, 21)}}
 
 // BenchmarkPut stores a new 1 MiB chunk per iteration, fsyncs included.
 func BenchmarkPut(b *testing.B) {

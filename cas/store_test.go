@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/testbytes"
 )
 
 func openStore(t testing.TB) (*cas.Chunks, string) {
@@ -53,8 +54,8 @@ var kinds = []struct {
 	compressed bool
 }{
 	{"compressible", text(1 << 20), true},
-	{"incompressible", random(1<<20, 10), false},
-	{"small incompressible", random(100, 13), false},
+	{"incompressible", testbytes.Random(1<<20, 10), false},
+	{"small incompressible", testbytes.Random(100, 13), false},
 	{"empty", []byte{}, false},
 }
 
@@ -189,7 +190,7 @@ func TestGetDetectsCorruption(t *testing.T) {
 func TestGetDetectsWrongContent(t *testing.T) {
 	s, dir := openStore(t)
 	a := put(t, s, text(200<<10))
-	b := put(t, s, random(200<<10, 11))
+	b := put(t, s, testbytes.Random(200<<10, 11))
 	if err := os.Rename(chunkPath(dir, b), chunkPath(dir, a)); err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ func TestPutOnFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := random(3<<20, 12)
+	data := testbytes.Random(3<<20, 12)
 	_, err = s.Put(cas.Sum(data), data)
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Put on a full disk: %v, want ENOSPC", err)

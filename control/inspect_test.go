@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/storetest"
+	"github.com/statefs/statefs/internal/testbytes"
 )
 
 const (
@@ -33,19 +33,11 @@ type fixture struct{ *storetest.Fixture }
 
 func newFixture(t *testing.T) *fixture { return &fixture{storetest.NewWithObjects(t)} }
 
-// random is n bytes that do not compress, the same for the same seed: past
-// store.InlineMax, a seal keeps them as an object.
-func random(n int, seed uint64) []byte {
-	b := make([]byte, n)
-	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)}).Read(b)
-	return b
-}
-
 // text is n random letters of four, the same for the same seed: they
 // compress, so past store.InlineMax a seal cuts them into chunks, and the
 // chunks of two seeds never deduplicate.
 func text(n int, seed uint64) []byte {
-	b := random(n, seed)
+	b := testbytes.Random(n, seed)
 	for i, c := range b {
 		b[i] = "acgt"[c&3]
 	}
@@ -126,10 +118,10 @@ func buildStore(t *testing.T) *fixture {
 	f.Write(sharedB, shared, 0, true)
 	f.Link(linkA, f.Write(uniqueA, text(uniqueSize, 2), 0, true))
 	f.Write(sparseA, text(600<<10, 3), 4<<20, true)
-	f.Write(stageA, random(stageSize, 4), 0, false)
-	f.Write(inlineA, random(inlineSize, 5), 0, true)
-	f.Write(execF, random(execSize, 6), 0, true)
-	f.Write(rootF, random(rootSize, 7), 0, true)
+	f.Write(stageA, testbytes.Random(stageSize, 4), 0, false)
+	f.Write(inlineA, testbytes.Random(inlineSize, 5), 0, true)
+	f.Write(execF, testbytes.Random(execSize, 6), 0, true)
+	f.Write(rootF, testbytes.Random(rootSize, 7), 0, true)
 	return f
 }
 
@@ -234,12 +226,12 @@ func (f *fixture) object(in *control.Inspection) cas.Hash {
 func TestInspectObject(t *testing.T) {
 	f := newFixture(t)
 	const size = 200<<10 + 5
-	data := random(size, 9)
+	data := testbytes.Random(size, 9)
 	a, b := chk(jobA)+"/000009.sst", chk(jobB)+"/000009.sst"
 	f.Link(chk(jobA)+"/000009.link", f.Write(a, data, 0, true))
 	f.Write(b, data, 0, true)
 	alone := chk(jobA) + "/000010.sst"
-	f.Write(alone, random(size, 10), 0, true)
+	f.Write(alone, testbytes.Random(size, 10), 0, true)
 
 	in := f.inspect(a)
 	if in.Content != "sealed" || in.As != "object" || in.Size != size || in.Nlink != 2 || in.Extents != nil || in.Sharing != nil || in.Object == nil {
@@ -491,7 +483,7 @@ func asJSON(t *testing.T, v any) string {
 // removal) is on the disk once: du counts it once.
 func TestDUCountsAFileOnce(t *testing.T) {
 	f := newFixture(t)
-	data := random(300<<10, 7)
+	data := testbytes.Random(300<<10, 7)
 	live := chk(jobA) + "/000001.sst"
 	ino := f.Write(live, data, 0, true)
 	f.Link(chk(jobA)+"/000001.sst.link", ino)

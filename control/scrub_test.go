@@ -12,6 +12,7 @@ import (
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/store"
 )
 
@@ -80,8 +81,8 @@ func (f *fixture) quarantined(h cas.Hash) *index.Quarantine {
 func TestScrubEveryQuarantines(t *testing.T) {
 	f := newFixture(t)
 	rotten, sound := chk(jobA)+"/000001.sst", chk(jobA)+"/000002.sst"
-	f.Write(rotten, random(100<<10, 1), 0, true)
-	f.Write(sound, random(100<<10, 2), 0, true)
+	f.Write(rotten, testbytes.Random(100<<10, 1), 0, true)
+	f.Write(sound, testbytes.Random(100<<10, 2), 0, true)
 	f.Write(chk(jobA)+"/state", text(300<<10, 3), 0, true)
 	h := f.rot(rotten)
 
@@ -119,7 +120,7 @@ func TestScrubEveryQuarantines(t *testing.T) {
 func TestScrubOnSocketQuarantines(t *testing.T) {
 	f := newFixture(t)
 	file := chk(jobA) + "/000001.sst"
-	f.Write(file, random(100<<10, 1), 0, true)
+	f.Write(file, testbytes.Random(100<<10, 1), 0, true)
 	h := f.rot(file)
 	srv, passes := scrubbingServer(f)
 	if err := srv.Listen(); err != nil {
@@ -143,7 +144,7 @@ func TestScrubOnSocketQuarantines(t *testing.T) {
 // once, however slow their rate: a shutdown never waits for a pass.
 func TestCloseStopsScrubs(t *testing.T) {
 	f := newFixture(t)
-	f.Write(chk(jobA)+"/000001.sst", random(2<<20, 1), 0, true)
+	f.Write(chk(jobA)+"/000001.sst", testbytes.Random(2<<20, 1), 0, true)
 	f.Write(chk(jobA)+"/state", text(2<<20, 2), 0, true)
 	srv, passes := scrubbingServer(f)
 	if err := srv.Listen(); err != nil {

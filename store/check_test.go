@@ -12,6 +12,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/store"
 )
 
@@ -29,7 +30,7 @@ func newCheckedStore(t *testing.T) checkedStore {
 	dir := filepath.Join(t.TempDir(), "store")
 	s := openChunked(t, dir)
 	defer s.Close()
-	big := random(100<<10, 1)
+	big := testbytes.Random(100<<10, 1)
 	ino, _ := addContent(t, s, "big", big)
 	m := seal(t, s, ino)
 	if len(m.Extents) == 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/store"
 )
 
@@ -36,7 +37,7 @@ func objectRefs(t *testing.T, s *store.Store, h cas.Hash) uint64 {
 // itself: the object is the same inode, so no byte of it was written again.
 func TestSealKeepsAnIncompressibleFileWhole(t *testing.T) {
 	s := newStore(t)
-	content := random(3<<20, 60)
+	content := testbytes.Random(3<<20, 60)
 	ino, staging := addContent(t, s, "sst", content)
 	before := inodeOf(t, s.StagingPath(staging))
 	m := seal(t, s, ino)
@@ -80,7 +81,7 @@ func TestSealChunksACompressibleFile(t *testing.T) {
 // last file that is it.
 func TestIdenticalFilesShareOneObject(t *testing.T) {
 	s := newStore(t)
-	content := random(2<<20, 61)
+	content := testbytes.Random(2<<20, 61)
 	a, _ := addContent(t, s, "a", content)
 	b, _ := addContent(t, s, "b", content)
 	ma, mb := seal(t, s, a), seal(t, s, b)
@@ -112,7 +113,7 @@ func TestIdenticalFilesShareOneObject(t *testing.T) {
 func TestScrubQuarantinesADamagedObject(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	s, _ := open(t, dir)
-	content := random(1<<20, 62)
+	content := testbytes.Random(1<<20, 62)
 	ino, _ := addContent(t, s, "sst", content)
 	m := seal(t, s, ino)
 	flip(t, objectPath(s, *m.Object), 500_000)
@@ -168,7 +169,7 @@ func TestScrubQuarantinesADamagedObject(t *testing.T) {
 // its place and lifts the quarantine.
 func TestSealHealsAQuarantinedObject(t *testing.T) {
 	s := newStore(t)
-	content := random(1<<20, 63)
+	content := testbytes.Random(1<<20, 63)
 	a, _ := addContent(t, s, "a", content)
 	m := seal(t, s, a)
 	flip(t, objectPath(s, *m.Object), 10)
@@ -194,7 +195,7 @@ func TestSealHealsAQuarantinedObject(t *testing.T) {
 func TestOpenUnsharesAStagingFileLinkedAsAnObject(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	s, _ := open(t, dir)
-	content := random(1<<20, 64)
+	content := testbytes.Random(1<<20, 64)
 	ino, staging := addContent(t, s, "f", content)
 	h := cas.Sum(content)
 	must(t, os.MkdirAll(filepath.Dir(objectPath(s, h)), 0o700))
@@ -232,7 +233,7 @@ func TestOpenUnsharesAStagingFileLinkedAsAnObject(t *testing.T) {
 // object nor another file that is it.
 func TestAdoptDetachesTheObjectsName(t *testing.T) {
 	s := newStore(t)
-	content := random(1<<20, 65)
+	content := testbytes.Random(1<<20, 65)
 	a, _ := addContent(t, s, "a", content)
 	b, _ := addContent(t, s, "b", content)
 	m := seal(t, s, a)

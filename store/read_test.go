@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
 )
@@ -28,13 +29,13 @@ func TestReadCorruptChunk(t *testing.T) {
 		damage  func(path string) error
 		want    error
 	}{
-		{"byte flipped in a raw chunk", random(5<<20, 10), flipAt(0.5), cas.ErrCorrupt},
-		{"last byte flipped in a raw chunk", random(5<<20, 11), flipAt(1), cas.ErrCorrupt},
+		{"byte flipped in a raw chunk", testbytes.Random(5<<20, 10), flipAt(0.5), cas.ErrCorrupt},
+		{"last byte flipped in a raw chunk", testbytes.Random(5<<20, 11), flipAt(1), cas.ErrCorrupt},
 		{"byte flipped in a compressed chunk", text(5 << 20), flipAt(0.5), cas.ErrCorrupt},
-		{"byte flipped in the header", random(5<<20, 12), flipByte(10), cas.ErrCorrupt},
-		{"chunk cut short", random(5<<20, 13), func(p string) error { return os.Truncate(p, 1000) }, cas.ErrCorrupt},
-		{"chunk empty", random(5<<20, 14), func(p string) error { return os.Truncate(p, 0) }, cas.ErrCorrupt},
-		{"chunk missing", random(5<<20, 15), os.Remove, cas.ErrNotFound},
+		{"byte flipped in the header", testbytes.Random(5<<20, 12), flipByte(10), cas.ErrCorrupt},
+		{"chunk cut short", testbytes.Random(5<<20, 13), func(p string) error { return os.Truncate(p, 1000) }, cas.ErrCorrupt},
+		{"chunk empty", testbytes.Random(5<<20, 14), func(p string) error { return os.Truncate(p, 0) }, cas.ErrCorrupt},
+		{"chunk missing", testbytes.Random(5<<20, 15), os.Remove, cas.ErrNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
@@ -112,7 +113,7 @@ func flipByte(off int64) func(path string) error {
 // ReadAt follows the manifest it is given, inline or extents, with holes.
 func TestReadAtManifest(t *testing.T) {
 	s := newStore(t)
-	a, b := random(1000, 16), random(500, 17)
+	a, b := testbytes.Random(1000, 16), testbytes.Random(500, 17)
 	ha, hb := cas.Sum(a), cas.Sum(b)
 	for _, c := range [][]byte{a, b} {
 		if _, err := store.Chunks(s).Put(cas.Sum(c), c); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/store"
 )
 
@@ -32,7 +33,7 @@ func newDamagedStore(t *testing.T) damagedStore {
 	ds := damagedStore{dir: filepath.Join(t.TempDir(), "store")}
 	s := openChunked(t, ds.dir)
 	for i := range ds.inos {
-		ds.contents[i] = random(3<<20, uint64(10+i))
+		ds.contents[i] = testbytes.Random(3<<20, uint64(10+i))
 		ino, _ := addContent(t, s, []string{"a", "b", "c"}[i], ds.contents[i])
 		m := seal(t, s, ino)
 		if len(m.Extents) < 2 {
@@ -178,11 +179,11 @@ func TestScrubFindsDamagedChunks(t *testing.T) {
 // chunk, and both sort after that one.)
 func TestScrubUnderSweep(t *testing.T) {
 	s := newChunkedStore(t)
-	ino, _ := addContent(t, s, "x", random(3<<20, 21))
+	ino, _ := addContent(t, s, "x", testbytes.Random(3<<20, 21))
 	m := seal(t, s, ino)
 	var garbage []cas.Hash
 	for i := range 4 {
-		b := random(600<<10, uint64(30+i))
+		b := testbytes.Random(600<<10, uint64(30+i))
 		h := cas.Sum(b)
 		_, err := store.Chunks(s).Put(h, b)
 		must(t, err)
@@ -229,7 +230,7 @@ func TestScrubUnderSweep(t *testing.T) {
 // it stops the wait too.
 func TestScrubRate(t *testing.T) {
 	s := newStore(t)
-	ino, _ := addContent(t, s, "x", random(2<<20, 22))
+	ino, _ := addContent(t, s, "x", testbytes.Random(2<<20, 22))
 	seal(t, s, ino)
 	start := time.Now()
 	r, err := s.Scrub(context.Background(), store.ScrubOptions{Rate: 1 << 20})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
 )
@@ -23,17 +24,17 @@ const (
 
 // sparse writes the sparse file: data at 0 and at 64 MiB, a hole between.
 func sparse(f *os.File) error {
-	if _, err := f.WriteAt(random(sparseData, 21), 0); err != nil {
+	if _, err := f.WriteAt(testbytes.Random(sparseData, 21), 0); err != nil {
 		return err
 	}
-	_, err := f.WriteAt(random(sparseData, 22), sparseGap)
+	_, err := f.WriteAt(testbytes.Random(sparseData, 22), sparseGap)
 	return err
 }
 
 func sparseContent() []byte {
 	b := make([]byte, sparseGap+sparseData)
-	copy(b, random(sparseData, 21))
-	copy(b[sparseGap:], random(sparseData, 22))
+	copy(b, testbytes.Random(sparseData, 21))
+	copy(b[sparseGap:], testbytes.Random(sparseData, 22))
 	return b
 }
 
@@ -60,7 +61,7 @@ func checkExtents(t *testing.T, s *store.Store, m *manifest.Manifest, content []
 func TestSealSmallFileIsInline(t *testing.T) {
 	for _, content := range [][]byte{
 		[]byte("x"),
-		random(store.InlineMax, 2),
+		testbytes.Random(store.InlineMax, 2),
 		{},
 	} {
 		s := newStore(t)
@@ -89,8 +90,8 @@ func TestSealLargeFileIntoExtents(t *testing.T) {
 		name    string
 		content []byte
 	}{
-		{"just above inline", random(store.InlineMax+1, 3)},
-		{"5 MiB random", random(5<<20, 4)},
+		{"just above inline", testbytes.Random(store.InlineMax+1, 3)},
+		{"5 MiB random", testbytes.Random(5<<20, 4)},
 		{"5 MiB text", text(5 << 20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,7 +152,7 @@ func TestSealFileWithTrailingHole(t *testing.T) {
 		name string
 		data []byte
 	}{
-		{"data then a hole", random(100_000, 5)},
+		{"data then a hole", testbytes.Random(100_000, 5)},
 		{"only a hole", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,7 +182,7 @@ func TestSealFileWithTrailingHole(t *testing.T) {
 // the time the content was last written, not the time it was sealed.
 func TestSealKeepsMtime(t *testing.T) {
 	mtime := time.Date(2024, 2, 29, 12, 34, 56, 789_000_000, time.UTC)
-	for _, content := range [][]byte{[]byte("small"), random(1<<20, 6)} {
+	for _, content := range [][]byte{[]byte("small"), testbytes.Random(1<<20, 6)} {
 		s := newStore(t)
 		ino, _ := addFile(t, s, "f", func(f *os.File) error {
 			if _, err := f.Write(content); err != nil {
@@ -239,7 +240,7 @@ func checkReads(t *testing.T, s *store.Store, ino uint64, m *manifest.Manifest, 
 
 func TestIdenticalFilesShareChunks(t *testing.T) {
 	s := newChunkedStore(t)
-	content := random(6<<20, 6)
+	content := testbytes.Random(6<<20, 6)
 	a, _ := addContent(t, s, "a", content)
 	b, _ := addContent(t, s, "b", content)
 
@@ -300,7 +301,7 @@ func TestSealWithoutStaging(t *testing.T) {
 // the seal's commit fails and leaves the new staging file alone.
 func TestCommitSealStale(t *testing.T) {
 	s := newStore(t)
-	ino, oldID := addContent(t, s, "f", random(100_000, 7))
+	ino, oldID := addContent(t, s, "f", testbytes.Random(100_000, 7))
 	x, err := s.Seal(ino)
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +353,7 @@ func TestCommitSealStale(t *testing.T) {
 // cache and its shared loads are safe); run with -race.
 func TestConcurrentReads(t *testing.T) {
 	s := newStore(t)
-	content := random(6<<20, 8)
+	content := testbytes.Random(6<<20, 8)
 	ino, _ := addContent(t, s, "f", content)
 	m := seal(t, s, ino)
 	var wg sync.WaitGroup

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/store"
 )
 
@@ -169,7 +170,7 @@ func TestOpenRecovers(t *testing.T) {
 	// orphan: unlinked while open, with staging content.
 	orphan, orphanID := addContent(t, s, "orphan", []byte("unlinked while open"))
 	// sealedOrphan: unlinked while open, with sealed content in chunks.
-	sealedOrphan, _ := addContent(t, s, "sealed-orphan", random(1<<20, 1))
+	sealedOrphan, _ := addContent(t, s, "sealed-orphan", testbytes.Random(1<<20, 1))
 	m := seal(t, s, sealedOrphan)
 	err = s.Index.Update(func(tx *index.Tx) error {
 		for _, name := range []string{"orphan", "sealed-orphan"} {

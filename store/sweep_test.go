@@ -12,6 +12,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
 )
@@ -222,7 +223,7 @@ func TestSweepWaitsOutADedupingSeal(t *testing.T) {
 // the commit then refers to.
 func TestSweepRunsBesideAnUncommittedSeal(t *testing.T) {
 	s := newChunkedStore(t)
-	kept, other := random(1<<20, 11), random(1<<20, 12)
+	kept, other := testbytes.Random(1<<20, 11), testbytes.Random(1<<20, 12)
 	for name, data := range map[string][]byte{"kept": kept, "other": other} {
 		if err := sealNew(s, name, data); err != nil {
 			t.Fatal(err)

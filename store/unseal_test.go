@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/testbytes"
 )
 
 // Unseal copies a sealed file back into a staging file, cut or
 // zero-extended to the size asked for, as open(O_RDWR) or truncate(2) of a
 // sealed file needs.
 func TestUnseal(t *testing.T) {
-	big := random(5<<20, 30)
+	big := testbytes.Random(5<<20, 30)
 	files := []struct {
 		name    string
 		write   func(f *os.File) error
@@ -70,7 +71,7 @@ func TestUnseal(t *testing.T) {
 // nothing, and the chunk references follow the content.
 func TestUnsealAndSealAgain(t *testing.T) {
 	s := newStore(t)
-	content := random(3<<20, 31)
+	content := testbytes.Random(3<<20, 31)
 	ino, _ := addContent(t, s, "f", content)
 	m1 := seal(t, s, ino)
 

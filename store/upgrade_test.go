@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
 )
@@ -21,7 +22,7 @@ func TestOpenUpgradesVersion1(t *testing.T) {
 	for _, crashed := range []bool{false, true} {
 		dir := filepath.Join(t.TempDir(), "store")
 		s := openChunked(t, dir) // a version 1 store has no objects
-		contents := [][]byte{random(3<<20, 40), text(3 << 20), random(100, 41)}
+		contents := [][]byte{testbytes.Random(3<<20, 40), text(3 << 20), testbytes.Random(100, 41)}
 		var inos []uint64
 		var ms []*manifest.Manifest
 		for i, c := range contents {
@@ -78,7 +79,7 @@ func TestOpenUpgradesVersion1(t *testing.T) {
 func TestOpenUpgradesVersion2(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	s := openChunked(t, dir)
-	old := random(3<<20, 42)
+	old := testbytes.Random(3<<20, 42)
 	ino, _ := addContent(t, s, "old", old)
 	m := seal(t, s, ino)
 	s.Close()
@@ -102,7 +103,7 @@ func TestOpenUpgradesVersion2(t *testing.T) {
 		t.Fatalf("FORMAT after the upgrade is %q", b)
 	}
 	checkReads(t, s, ino, m, old)
-	fresh := random(3<<20, 43)
+	fresh := testbytes.Random(3<<20, 43)
 	ino, _ = addContent(t, s, "new", fresh)
 	if m := seal(t, s, ino); m.Object == nil {
 		t.Fatalf("a new seal of random bytes in an upgraded store: %+v, want an object", m)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,14 +154,6 @@ func readAll(t *testing.T, s *store.Store, ino uint64, m *manifest.Manifest) []b
 		out = append(out, buf[:n]...)
 		off += int64(n)
 	}
-}
-
-// random returns n bytes that do not compress.
-func random(n int, seed uint64) []byte {
-	b := make([]byte, n)
-	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)})
-	r.Read(b)
-	return b
 }
 
 // text returns n bytes that compress well.
