@@ -14,6 +14,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/store"
 )
 
@@ -56,9 +57,7 @@ func openKernel(t *testing.T, dir string, opts Options) *kernel {
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
-	s.Index.Strict = func(ps []index.Problem, err error) {
-		t.Errorf("a commit left the index inconsistent: %v %v", ps, err)
-	}
+	s.Index.Strict = storetest.Strict(t)
 	if opts.SealDelay == 0 {
 		opts.SealDelay = time.Hour
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 )
 
 const (
@@ -23,16 +24,9 @@ func openDB(t *testing.T) *index.DB {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	db.Strict = strict(t)
+	db.Strict = storetest.Strict(t)
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-// strict fails t for every commit that leaves the index inconsistent.
-func strict(t testing.TB) func([]index.Problem, error) {
-	return func(ps []index.Problem, err error) {
-		t.Errorf("a commit left the index inconsistent: %v %v", ps, err)
-	}
 }
 
 func update(t *testing.T, db *index.DB, fn func(tx *index.Tx) error) {

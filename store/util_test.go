@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/owner"
 	"github.com/statefs/statefs/store"
@@ -26,9 +27,7 @@ func open(t *testing.T, dir string) (*store.Store, []uint64) {
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}
-	s.Index.Strict = func(ps []index.Problem, err error) {
-		t.Errorf("a commit left the index inconsistent: %v %v", ps, err)
-	}
+	s.Index.Strict = storetest.Strict(t)
 	return s, unsealed
 }
 

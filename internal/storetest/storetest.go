@@ -17,6 +17,14 @@ import (
 	"github.com/statefs/statefs/store"
 )
 
+// Strict is a DB.Strict function that fails t at every commit that leaves
+// the index inconsistent, naming what the check found.
+func Strict(t testing.TB) func([]index.Problem, error) {
+	return func(ps []index.Problem, err error) {
+		t.Errorf("a commit left the index inconsistent: %v %v", ps, err)
+	}
+}
+
 // Fixture is a store of one test; every method fails the test on error.
 type Fixture struct {
 	T *testing.T
