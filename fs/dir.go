@@ -36,10 +36,11 @@ var (
 )
 
 // OpendirHandle lets the kernel keep the listing it reads in its cache
-// and serve the next listings from it: it drops the cache when a change
+// and serve the next listings from it. It drops the cache when a change
 // it makes (create, link, unlink, rename, mkdir, rmdir) touches the
-// directory, and statefs tells it of the changes it makes on its own
-// (dirChanged).
+// directory, and, since statefs mounts with AUTO_INVAL_DATA (go-fuse's
+// default), when the directory's mtime moved: a change statefs makes on
+// its own moves the mtime and drops the attributes the kernel cached.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	return &dirHandle{dir: n}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }

@@ -416,11 +416,11 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 // the disk, and on a journaling file system syncs in flight together share
 // one journal commit.
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if h.staging == nil {
+		return errno(h.fs.store.Sync())
+	}
 	var g errgroup.Group
 	g.Go(h.fs.store.Sync)
-	if h.staging == nil {
-		return errno(g.Wait())
-	}
 	if !h.st.stagingNamed.Load() {
 		g.Go(func() error {
 			if err := h.fs.store.SyncStagingName(h.staging); err != nil {

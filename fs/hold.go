@@ -98,8 +98,8 @@ func (f *FS) Restore(id, dest string) error {
 		return err
 	}
 	if p := f.knownNode(parent); p != nil {
-		p.NotifyEntry(name) // a cached "no such file" goes
-		dirChanged(p)       // and the directory's attributes and listing
+		p.NotifyEntry(name)    // a cached "no such file" goes
+		p.NotifyContent(-1, 0) // and the directory's attributes, and with them its listing
 	}
 	f.heldViewGone(id)
 	slog.Info("restored held state", "hold", id, "to", dest)

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"syscall"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
-
 	"github.com/statefs/statefs/index"
 )
 
@@ -59,21 +57,16 @@ func (f *FS) Remove(dir uint64, name string) (orphan bool, err error) {
 			return orphan, errno
 		}
 		// The kernel drops the directory's attributes with a name it
-		// held, not otherwise, and never its cached listing.
-		dirChanged(parent)
+		// held, not otherwise; those of a file's other names stay. With
+		// them goes its cached listing: the kernel reads the attributes
+		// again before it lists, and drops the listing when the
+		// directory's mtime moved.
+		parent.NotifyContent(-1, 0)
 	}
 	if victim != nil && victim.Nlink > 0 {
 		f.attrsChanged(victim.Ino)
 	}
 	return orphan, nil
-}
-
-// dirChanged has the kernel drop the attributes and the cached listing of
-// directory n, whose names statefs changed on its own: offset 0 drops the
-// pages its listing is cached in (a directory's, which no FUSE request
-// holds locked while it waits for the daemon).
-func dirChanged(n *gofs.Inode) {
-	n.NotifyContent(0, 0)
 }
 
 // attrsChanged has the kernel, if it knows inode ino, drop the attributes

@@ -151,6 +151,13 @@ func TestCacheSeesARestore(t *testing.T) {
 	names, err = readDirNames(m.Path("tm_tm-1/localState"))
 	require.NoError(t, err)
 	require.Equal(t, []string{"aid_" + holdAlloc}, names)
+	// The directory stays open, so its cached listing stays while the
+	// kernel forgets its names (the cached absence of the one restored
+	// among them): no entry the kernel holds tells it of the restore.
+	dir, err := os.Open(m.Path("tm_tm-1/localState"))
+	require.NoError(t, err)
+	defer dir.Close()
+	forgetNames(t)
 	mustCLI(t, "restore", "--store", m.Store, m.Path(".statefs/held", hs[0].ID), m.Path(allocs[1]))
 	names, err = readDirNames(m.Path("tm_tm-1/localState"))
 	require.NoError(t, err)
