@@ -489,7 +489,7 @@ func TestDUCountsAFileOnce(t *testing.T) {
 	f.Link(chk(jobA)+"/000001.sst.link", ino)
 	dir := f.Lookup(chk(jobA))
 	err := f.S.Index.Update(func(tx *index.Tx) error {
-		_, err := tx.Pend(dir, "000001.sst.link", chk(jobA))
+		_, err := tx.MakePending(dir, "000001.sst.link", chk(jobA))
 		return err
 	})
 	if err != nil {

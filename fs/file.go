@@ -39,7 +39,7 @@ type file struct {
 	// readers read, and the object's name gets a copy.
 	objectOpens int
 	staging     *os.File // the staging file while handles are open on it
-	sealed      *manifest.Manifest
+	manifest    *manifest.Manifest
 	// object is the open object of sealed content that is one, while
 	// handles are open on it.
 	object *store.ObjectFile

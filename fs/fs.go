@@ -66,9 +66,9 @@ type Options struct {
 	Rules *owner.Rules
 	// Hold says whether and how long removed local state is held.
 	Hold hold.Options
-	// Sealed, if set, is told of each committed seal, its representation
+	// OnSeal, if set, is told of each committed seal, its representation
 	// and bytes, and how long it took (metrics).
-	Sealed func(x *store.Sealed, took time.Duration)
+	OnSeal func(x *store.PreparedSeal, took time.Duration)
 	// VerifyReads serves every read of an object through the daemon,
 	// verified against the object's hash, instead of by passthrough.
 	VerifyReads bool

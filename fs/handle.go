@@ -152,14 +152,14 @@ func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) 
 		}
 		return h, 0, nil
 	}
-	if st.sealed == nil {
-		if st.sealed, err = f.manifest(rec.Ino); err != nil {
+	if st.manifest == nil {
+		if st.manifest, err = f.manifest(rec.Ino); err != nil {
 			return nil, 0, err
 		}
 	}
-	if st.sealed.Object != nil {
+	if st.manifest.Object != nil {
 		if st.object == nil {
-			if st.object, err = f.openObject(st, st.sealed); err != nil {
+			if st.object, err = f.openObject(st, st.manifest); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -251,7 +251,7 @@ func (f *FS) unseal(st *file, rec *index.Inode, size uint64, keepOpen bool) erro
 			slog.Error("cutting an unsealed file to its size", "inode", rec.Ino, "size", size, "err", err)
 		}
 	}
-	st.sealed = nil
+	st.manifest = nil
 	st.stagingNamed.Store(false)
 	st.gen++
 	if keepOpen {
@@ -379,7 +379,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	if o := h.st.object; o != nil {
 		n, err = o.ReadAt(dest, off)
 	} else {
-		n, err = h.fs.store.ReadAt(h.st.ino, h.st.sealed, dest, off)
+		n, err = h.fs.store.ReadAt(h.st.ino, h.st.manifest, dest, off)
 	}
 	if err != nil {
 		var ce *store.ChunkError

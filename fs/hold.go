@@ -9,23 +9,23 @@ import (
 )
 
 // The filesystem's side of held deletes (package hold decides): a removal
-// the policy holds is pended in its own transaction, the holder's removals
+// the policy holds is made pending in its own transaction, the holder's removals
 // go through the filesystem so that the kernel's view follows, and a held
 // tree goes back into the tree by Restore.
 
 // removeName takes name out of directory n as unlink (dir false) or rmdir
-// (dir true) does, or pends it when deletes are held. It returns the inode
+// (dir true) does, or makes it pending when deletes are held. It returns the inode
 // that lost a link, for the caller to reap.
 func (n *node) removeName(name string, dir bool) (*index.Inode, error) {
 	holding := n.fs.opts.Hold.Enabled
 	for {
 		var victim *index.Inode
-		pended := false
+		madePending := false
 		err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
 			if holding {
-				if pended, err = hold.Pends(tx, n.ino(), name, n.fs.rules.Owner(n.childPath(name)), dir); err != nil || pended {
-					if pended {
-						victim, err = tx.Pend(n.ino(), name, n.Path(nil))
+				if madePending, err = hold.MakesPending(tx, n.ino(), name, n.fs.rules.Owner(n.childPath(name)), dir); err != nil || madePending {
+					if madePending {
+						victim, err = tx.MakePending(n.ino(), name, n.Path(nil))
 					}
 					return err
 				}
@@ -36,13 +36,13 @@ func (n *node) removeName(name string, dir bool) (*index.Inode, error) {
 			victim, err = tx.Unlink(n.ino(), name)
 			return err
 		})
-		if pended && err != nil && !errors.Is(err, index.ErrNotEmpty) && !errors.Is(err, index.ErrNotFound) {
+		if madePending && err != nil && !errors.Is(err, index.ErrNotEmpty) && !errors.Is(err, index.ErrNotFound) {
 			// Holding is a favour to the executor; its delete must not fail.
 			slog.Warn("could not hold a removal; removing it", "path", n.childPath(name), "err", err)
 			holding = false
 			continue
 		}
-		if err == nil && pended {
+		if err == nil && madePending {
 			n.fs.holds.NotePending()
 		}
 		return victim, err

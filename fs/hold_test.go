@@ -120,7 +120,7 @@ func (k *kernel) removeTree(path string) {
 // With deletes held, a removal in a job's local state (allocation level or
 // deeper) whose job is not known to be gone moves to the pending
 // directory; anything else goes.
-func TestRemovalsThatPend(t *testing.T) {
+func TestRemovalsMadePending(t *testing.T) {
 	t.Parallel()
 	const liveDB = executorPath + "/tmp/job_" + testJob + "_op_WindowOperator_abc_uuid_01234567-89ab-cdef-0123-456789abcdef"
 	for _, c := range []struct {
@@ -128,12 +128,12 @@ func TestRemovalsThatPend(t *testing.T) {
 		dir     string // where the file is
 		verdict index.Verdict
 		noJob   bool // the job has no record
-		pends   bool
+		pending bool
 	}{
-		{"a checkpoint file of a job not known gone pends", subtaskPath + "/chk_5", index.VerdictUnknown, false, true},
-		{"a subtask's file of a live job pends", subtaskPath, index.VerdictLive, false, true},
-		{"a file of a job-in-allocation pends", jobPath, index.VerdictUnknown, false, true},
-		{"a file of a job without a record pends", subtaskPath, index.VerdictUnknown, true, true},
+		{"a checkpoint file of a job not known gone is made pending", subtaskPath + "/chk_5", index.VerdictUnknown, false, true},
+		{"a subtask's file of a live job is made pending", subtaskPath, index.VerdictLive, false, true},
+		{"a file of a job-in-allocation is made pending", jobPath, index.VerdictUnknown, false, true},
+		{"a file of a job without a record is made pending", subtaskPath, index.VerdictUnknown, true, true},
 		{"a file of a gone job goes", subtaskPath + "/chk_5", index.VerdictGone, false, false},
 		{"a file of an allocation, no job, goes", allocPath, index.VerdictUnknown, false, false},
 		{"an executor's file goes", executorPath + "/blobStorage", index.VerdictUnknown, false, false},
@@ -159,26 +159,26 @@ func TestRemovalsThatPend(t *testing.T) {
 			if k.resolve(c.dir+"/000001.sst") != nil {
 				t.Fatalf("unlink left the name in the tree")
 			}
-			pended := k.pending(c.dir + "/000001.sst")
-			if pended != nil != c.pends {
-				t.Fatalf("pending: %v, want pended %v", pended != nil, c.pends)
+			madePending := k.pending(c.dir + "/000001.sst")
+			if madePending != nil != c.pending {
+				t.Fatalf("pending: %v, want made pending %v", madePending != nil, c.pending)
 			}
 			_, err := k.inode(file.attr.Ino)
-			if c.pends && (err != nil || pended.Ino != file.attr.Ino) {
-				t.Errorf("the pended file is not the removed inode: %+v, %v", pended, err)
+			if c.pending && (err != nil || madePending.Ino != file.attr.Ino) {
+				t.Errorf("the file made pending is not the removed inode: %+v, %v", madePending, err)
 			}
 			// A removed file the kernel still knows stays until FORGET.
 			k.forget(file.node, 1)
-			if _, err := k.inode(file.attr.Ino); (err == nil) != c.pends {
-				t.Errorf("after FORGET the inode: %v; want kept %v", err, c.pends)
+			if _, err := k.inode(file.attr.Ino); (err == nil) != c.pending {
+				t.Errorf("after FORGET the inode: %v; want kept %v", err, c.pending)
 			}
 		})
 	}
 }
 
 // rmdir of a job's directory that is not empty is ENOTEMPTY, held deletes
-// or not; of an empty one it pends like a file.
-func TestRmdirPends(t *testing.T) {
+// or not; of an empty one it makes pending like a file.
+func TestRmdirMakesPending(t *testing.T) {
 	t.Parallel()
 	k := heldKernel(t)
 	k.writeFile(k.mkdirAll(subtaskPath).node, "f", nil)
@@ -205,8 +205,8 @@ func TestRmdirPends(t *testing.T) {
 const testHoldID = "20261130T051700Z-jid_" + testJob
 
 // holdSubtask makes the test subtask with a checkpoint (a file and a
-// symlink), removes the job's tree as Flink does, which pends it, and
-// holds the pended tree as the holder would; it returns the hold.
+// symlink), removes the job's tree as Flink does, which makes it pending, and
+// holds the made pending tree as the holder would; it returns the hold.
 func holdSubtask(k *kernel) *index.Hold {
 	k.t.Helper()
 	chk := k.mkdirAll(subtaskPath + "/chk_5")
@@ -223,7 +223,7 @@ func holdSubtask(k *kernel) *index.Hold {
 	if err := k.store.Index.Update(func(tx *index.Tx) error {
 		return tx.HoldPending(dir.Ino, "jid_"+testJob, h)
 	}); err != nil {
-		k.t.Fatalf("holding the pended tree: %v", err)
+		k.t.Fatalf("holding the tree made pending: %v", err)
 	}
 	return h
 }

@@ -64,7 +64,7 @@ func (f *FS) seal(ino uint64, t **time.Timer) {
 		return // the last release schedules a new seal
 	}
 	start := time.Now()
-	x, err := f.store.Seal(ino)
+	x, err := f.store.PrepareSeal(ino)
 	if err != nil {
 		slog.Error("sealing failed; the file stays in staging", "inode", ino, "err", err, "retry_in", sealRetryDelay)
 		f.scheduleSealAfter(ino, sealRetryDelay)
@@ -91,10 +91,10 @@ func (f *FS) seal(ino uint64, t **time.Timer) {
 		slog.Error("committing seal failed; the file stays in staging", "inode", ino, "err", err, "retry_in", sealRetryDelay)
 		f.scheduleSealAfter(ino, sealRetryDelay)
 	default:
-		st.sealed = nil
+		st.manifest = nil
 		f.attrsChanged(ino) // the blocks were the staging file's
-		if f.opts.Sealed != nil {
-			f.opts.Sealed(x, time.Since(start))
+		if f.opts.OnSeal != nil {
+			f.opts.OnSeal(x, time.Since(start))
 		}
 		slog.Debug("sealed", "inode", ino, "bytes", x.Manifest.Size, "as", x.As, "why", x.Why,
 			"extents", len(x.Manifest.Extents), "stored", x.Stored, "took", time.Since(start))

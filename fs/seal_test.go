@@ -18,7 +18,7 @@ import (
 func TestSealCommitsClosedContent(t *testing.T) {
 	t.Parallel()
 	var sealed atomic.Int32
-	k := newKernel(t, Options{Sealed: func(*store.Sealed, time.Duration) { sealed.Add(1) }})
+	k := newKernel(t, Options{OnSeal: func(*store.PreparedSeal, time.Duration) { sealed.Add(1) }})
 	e, fh, errno := k.create(root, rootNode, "000003.log", 0o644)
 	if errno != 0 {
 		t.Fatalf("create: %v", errno)

@@ -23,9 +23,9 @@ const (
 
 // Status is what .statefs/status.json shows.
 type Status struct {
-	Store     string `json:"store"`
-	Unsealed  int    `json:"unsealed"`   // files whose content waits in staging
-	OpenFiles int    `json:"open_files"` // inodes with open handles or seals running
+	Store       string `json:"store"`
+	SealBacklog int    `json:"seal_backlog"` // files whose content waits in staging
+	OpenFiles   int    `json:"open_files"`   // inodes with open handles or seals running
 	// KernelInodes are the inodes the kernel holds a node of the daemon's
 	// for; the daemon asks it to drop some past --max-kernel-inodes.
 	KernelInodes int  `json:"kernel_inodes"`
@@ -37,7 +37,7 @@ type Status struct {
 func (f *FS) Status() (Status, error) {
 	s := Status{Store: f.store.Dir, Passthrough: f.opts.Passthrough, DiskFull: f.store.Full()}
 	err := f.store.Index.View(func(tx *index.Tx) (err error) {
-		s.Unsealed, err = tx.CountStaging()
+		s.SealBacklog, err = tx.CountStaging()
 		return err
 	})
 	f.mu.Lock()

@@ -135,7 +135,7 @@ func TestStatusJSON(t *testing.T) {
 	if err := json.Unmarshal(whole, &s); err != nil {
 		t.Fatalf("status.json is not JSON: %v\n%s", err, whole)
 	}
-	if s.Store != k.store.Dir || s.Unsealed != 3 || s.OpenFiles != 1 || s.Passthrough || s.DiskFull {
+	if s.Store != k.store.Dir || s.SealBacklog != 3 || s.OpenFiles != 1 || s.Passthrough || s.DiskFull {
 		t.Errorf("status.json: %+v; want the store, 3 unsealed, 1 open", s)
 	}
 	if bit := k.readStatusFile(statusDirName+"/status.json", 7); !bytes.Equal(bit, whole) {
@@ -230,7 +230,7 @@ func TestStatus(t *testing.T) {
 	k := newKernel(t, Options{Passthrough: true})
 	e := k.writeFile(rootNode, "a", []byte("x"))
 	s, err := k.fs.Status()
-	if err != nil || s.Unsealed != 1 || s.OpenFiles != 0 || !s.Passthrough {
+	if err != nil || s.SealBacklog != 1 || s.OpenFiles != 0 || !s.Passthrough {
 		t.Errorf("Status with one closed unsealed file: %+v, %v", s, err)
 	}
 	k.sealNow(e.attr.Ino)
@@ -239,7 +239,7 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("open: %v", errno)
 	}
 	defer k.release(e.node, fh)
-	if s, err = k.fs.Status(); err != nil || s.Unsealed != 0 || s.OpenFiles != 1 {
+	if s, err = k.fs.Status(); err != nil || s.SealBacklog != 0 || s.OpenFiles != 1 {
 		t.Errorf("Status with one open sealed file: %+v, %v", s, err)
 	}
 }

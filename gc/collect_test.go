@@ -708,7 +708,7 @@ func TestCollectFreesObjects(t *testing.T) {
 // deletes hold the tree, its names moved aside after the operator's word.
 // In the attic names are judged by their content, so the collector takes
 // the held tree with the job, and the hold with it.
-func TestCollectHeldTreePendedAfterTheVerdict(t *testing.T) {
+func TestCollectHeldTreeMadePendingAfterTheVerdict(t *testing.T) {
 	const id = "20261201T000000Z-vtx"
 	sub := "tm_x/localState/aid_{D}/jid_{A}/vtx_{V}_sti_0"
 	f := newFixture(t)
@@ -717,7 +717,7 @@ func TestCollectHeldTreePendedAfterTheVerdict(t *testing.T) {
 	time.Sleep(time.Millisecond)
 	f.sayGone(jobA, time.Now())
 	time.Sleep(time.Millisecond)
-	f.pendTree(sub)
+	f.makeTreePending(sub)
 	err := f.S.Index.Update(func(tx *index.Tx) error {
 		pending, err := tx.Attic(index.AtticPending, false)
 		if err != nil {
@@ -759,9 +759,9 @@ func TestCollectHeldTreePendedAfterTheVerdict(t *testing.T) {
 	f.check()
 }
 
-// pendTree pends everything at and below p (with flinkid's {X}) as rm -rf with
+// makeTreePending makes pending everything at and below p (with flinkid's {X}) as rm -rf with
 // deletes held does: a directory's entries first, then the directory.
-func (f *fixture) pendTree(p string) {
+func (f *fixture) makeTreePending(p string) {
 	f.T.Helper()
 	p = flinkid.Expand(p)
 	ino := f.lookup(p)
@@ -774,7 +774,7 @@ func (f *fixture) pendTree(p string) {
 			f.T.Fatal(err)
 		}
 		for _, name := range names {
-			f.pendTree(p + "/" + name)
+			f.makeTreePending(p + "/" + name)
 		}
 	}
 	err := f.S.Index.Update(func(tx *index.Tx) error {
@@ -782,7 +782,7 @@ func (f *fixture) pendTree(p string) {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Pend(parent.Ino, path.Base(p), path.Dir(p))
+		_, err = tx.MakePending(parent.Ino, path.Base(p), path.Dir(p))
 		return err
 	})
 	if err != nil {

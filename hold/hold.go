@@ -5,7 +5,7 @@
 // deletes held, a removal in a job's local state (allocation level or
 // deeper) whose job is not known to be gone is answered as done but moves
 // the entry, by rename, to the same path in the attic's pending directory
-// (index.Tx.Pend): Pends decides that, inside the removal's transaction.
+// (index.Tx.MakePending): MakesPending decides that, inside the removal's transaction.
 //
 // Flink removes a tree file by file, so at each unlink it is not yet known
 // whether a checkpoint is being pruned (constantly, never held) or a
@@ -52,19 +52,19 @@ type Options struct {
 	MinFree float64
 }
 
-// Level reports whether a directory at level l is one whose removal holds
+// HeldWhole reports whether a directory at level l is one whose removal holds
 // it: a subtask, a job in an allocation, or an allocation.
-func Level(l owner.Level) bool {
+func HeldWhole(l owner.Level) bool {
 	return l == owner.LevelAllocation || l == owner.LevelJobInAllocation || l == owner.LevelSubtask
 }
 
-// Pends reports whether removing name from directory dir, as rmdir (isDir)
+// MakesPending reports whether removing name from directory dir, as rmdir (isDir)
 // or unlink, is held back: name is of the kind the call removes, it is in
 // a job's local state (o, from its path), and the job is not gone. The
 // owner is the name's, from its path: a file with other names (an SST that
 // a checkpoint shares with its live database) belongs here to the tree
 // being removed, whoever else names it.
-func Pends(tx *index.Tx, dir uint64, name string, o owner.Owner, isDir bool) (bool, error) {
+func MakesPending(tx *index.Tx, dir uint64, name string, o owner.Owner, isDir bool) (bool, error) {
 	d, err := tx.Lookup(dir, name)
 	if err != nil || (d.Mode&syscall.S_IFMT == syscall.S_IFDIR) != isDir {
 		return false, err // the removal itself gives the error
@@ -122,7 +122,7 @@ func Start(s *store.Store, ns Namespace, opts Options) *Holder {
 	return h
 }
 
-// NotePending tells h that a removal was pended just now; a nil Holder
+// NotePending tells h that a removal was made pending just now; a nil Holder
 // ignores it.
 func (h *Holder) NotePending() {
 	if h == nil {
@@ -195,7 +195,7 @@ func (h *Holder) pass() error {
 }
 
 // decide goes through the pending directory: trees whose removal holds
-// them are held, and whatever else was pended before cutoff is removed.
+// them are held, and whatever else was made pending before cutoff is removed.
 func (h *Holder) decide(cutoff time.Time) error {
 	var pending *index.Inode
 	err := h.store.Index.View(func(tx *index.Tx) (err error) {
@@ -233,7 +233,7 @@ func (h *Holder) decideDir(dir uint64, path string, cutoff int64) error {
 				return err
 			}
 		}
-		if err := h.removePended(dir, e.Name, cutoff); err != nil {
+		if err := h.removePending(dir, e.Name, cutoff); err != nil {
 			return fmt.Errorf("removing pending %s: %w", p, err)
 		}
 	}
@@ -255,7 +255,7 @@ func (h *Holder) holdIfGone(dir uint64, name, path string) (bool, error) {
 			return err
 		}
 		o, err := tx.Owner(n.Owner)
-		if err != nil || !Level(o.Level) {
+		if err != nil || !HeldWhole(o.Level) {
 			return err
 		}
 		if empty, err := tx.IsEmpty(n.Ino); err != nil || empty {
@@ -298,12 +298,12 @@ func (h *Holder) newHoldID(tx *index.Tx, name string) (string, error) {
 	}
 }
 
-// removePended removes name from pending directory dir for good: a file
-// pended before cutoff (nanoseconds), a directory once empty. A file is
-// judged by when its name was pended, not by its inode's ctime, which its
+// removePending removes name from pending directory dir for good: a file
+// made pending before cutoff (nanoseconds), a directory once empty. A file is
+// judged by when its name was made pending, not by its inode's ctime, which its
 // other names move (another pending name of it removed, a new checkpoint
 // linking it).
-func (h *Holder) removePended(dir uint64, name string, cutoff int64) error {
+func (h *Holder) removePending(dir uint64, name string, cutoff int64) error {
 	var victim *index.Inode
 	err := h.store.Index.Update(func(tx *index.Tx) error {
 		d, err := tx.Lookup(dir, name)

@@ -16,7 +16,7 @@ func TestLevel(t *testing.T) {
 		owner.LevelAllocation: true, owner.LevelJobInAllocation: true, owner.LevelSubtask: true,
 		owner.LevelCheckpoint: false,
 	} {
-		if got := hold.Level(l); got != want {
+		if got := hold.HeldWhole(l); got != want {
 			t.Errorf("Level(%v) = %v, want %v", l, got, want)
 		}
 	}

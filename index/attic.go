@@ -98,17 +98,17 @@ func (tx *Tx) AtticInos() ([]uint64, error) {
 	return inos, err
 }
 
-// Pend takes name out of directory parent, whose path from the root is
+// MakePending takes name out of directory parent, whose path from the root is
 // dir, and puts it at the same path under the pending directory, making the
 // directories on the way there as copies of the tree's (mode, owners,
 // times, owner). The names in the pending directory are born when they
-// were pended (Dirent.Born): the holder decides them by it, and holding
+// were made pending (Dirent.Born): the holder decides them by it, and holding
 // and restoring keep it. It answers as Unlink or Rmdir would: a directory must be
 // empty, and the inode that lost a link, if any, is returned for the caller
 // to reap. A directory the pending directory already holds (its children
 // went first) stays, and the tree's empty one is removed; a pending file of
 // the same name is replaced.
-func (tx *Tx) Pend(parent uint64, name, dir string) (*Inode, error) {
+func (tx *Tx) MakePending(parent uint64, name, dir string) (*Inode, error) {
 	d, err := tx.Lookup(parent, name)
 	if err != nil {
 		return nil, err

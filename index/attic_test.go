@@ -144,7 +144,7 @@ func mustAtticLookup(t *testing.T, db *index.DB, name, p string) uint64 {
 	return ino
 }
 
-// pend pends p (with flinkid's {X}) as the fs layer does when deletes are held,
+// make pending makes pending p (with flinkid's {X}) as the fs layer does when deletes are held,
 // in its own transaction, and returns the inode that lost a link.
 func pend(db *index.DB, p string) (victim *index.Inode, err error) {
 	p = fl(p)
@@ -155,13 +155,13 @@ func pend(db *index.DB, p string) (victim *index.Inode, err error) {
 		if err != nil {
 			return err
 		}
-		victim, err = tx.Pend(parent.Ino, name, dir)
+		victim, err = tx.MakePending(parent.Ino, name, dir)
 		return err
 	})
 	return victim, err
 }
 
-func mustPend(t *testing.T, db *index.DB, p string) *index.Inode {
+func mustMakePending(t *testing.T, db *index.DB, p string) *index.Inode {
 	t.Helper()
 	victim, err := pend(db, p)
 	if err != nil {
@@ -170,7 +170,7 @@ func mustPend(t *testing.T, db *index.DB, p string) *index.Inode {
 	return victim
 }
 
-// rmrf pends everything at and below p as rm -rf removes it: the entries
+// rmrf makes pending everything at and below p as rm -rf removes it: the entries
 // of a directory first, then the directory.
 func rmrf(t *testing.T, db *index.DB, p string) {
 	t.Helper()
@@ -181,7 +181,7 @@ func rmrf(t *testing.T, db *index.DB, p string) {
 			rmrf(t, db, p+"/"+name)
 		}
 	}
-	if victim := mustPend(t, db, p); victim != nil && victim.Nlink == 0 {
+	if victim := mustMakePending(t, db, p); victim != nil && victim.Nlink == 0 {
 		t.Fatalf("Pend(%s) took the last link of inode %d", p, victim.Ino)
 	}
 }
@@ -345,7 +345,7 @@ func sealChunks(t *testing.T, db *index.DB, ino uint64, m *manifest.Manifest) {
 func TestAtticRenameIntoPending(t *testing.T) {
 	db := openDB(t)
 	tr := buildOwned(t, db, append(atticTree, "tm_tm1/x/", "tm_tm1/x/y/")...)
-	mustPend(t, db, atticFile)
+	mustMakePending(t, db, atticFile)
 	mirrorChk := mustAtticLookup(t, db, index.AtticPending, atticChk)
 	mirrorSti := mustAtticLookup(t, db, index.AtticPending, atticSti)
 	x, tm := tr.ino(t, "tm_tm1/x"), tr.ino(t, "tm_tm1")
@@ -438,7 +438,7 @@ func TestAtticPendFile(t *testing.T) {
 			before := inode(t, db, ino)
 			refsBefore := refs(t, db)
 
-			if victim := mustPend(t, db, file); victim != nil {
+			if victim := mustMakePending(t, db, file); victim != nil {
 				t.Errorf("Pend into an empty pending directory returned victim %+v, want none", victim)
 			}
 
@@ -531,7 +531,7 @@ func TestAtticPendConflicts(t *testing.T) {
 		db := openDB(t)
 		tr := buildOwned(t, db, append(atticTree, atticChk+"/empty/")...)
 		empty := tr.ino(t, fl(atticChk+"/empty"))
-		if victim := mustPend(t, db, atticChk+"/empty"); victim != nil {
+		if victim := mustMakePending(t, db, atticChk+"/empty"); victim != nil {
 			t.Errorf("Pend of an empty directory returned victim %+v", victim)
 		}
 		mustNotExist(t, db, fl(atticChk+"/empty"))
@@ -545,11 +545,11 @@ func TestAtticPendConflicts(t *testing.T) {
 		db := openDB(t)
 		tr := buildOwned(t, db, atticTree...)
 		live := tr.ino(t, fl(atticChk))
-		mustPend(t, db, atticFile)
-		mustPend(t, db, atticChk+"/db/000001.sst")
-		mustPend(t, db, atticChk+"/db")
+		mustMakePending(t, db, atticFile)
+		mustMakePending(t, db, atticChk+"/db/000001.sst")
+		mustMakePending(t, db, atticChk+"/db")
 		mirror := mustAtticLookup(t, db, index.AtticPending, atticChk)
-		if victim := mustPend(t, db, atticChk); victim != nil {
+		if victim := mustMakePending(t, db, atticChk); victim != nil {
 			t.Errorf("Pend of chk_5 returned victim %+v, want none", victim)
 		}
 		mustNotExist(t, db, fl(atticChk))
@@ -572,9 +572,9 @@ func TestAtticPendConflicts(t *testing.T) {
 		db := openDB(t)
 		tr := buildOwned(t, db, atticTree...)
 		old := tr.ino(t, fl(atticFile))
-		mustPend(t, db, atticFile)
+		mustMakePending(t, db, atticFile)
 		renewed := makeOwned(t, db, atticFile)
-		victim := mustPend(t, db, atticFile)
+		victim := mustMakePending(t, db, atticFile)
 		if victim == nil || victim.Ino != old || victim.Nlink != 0 {
 			t.Fatalf("Pend over a pending file returned victim %+v, want inode %d with link count 0", victim, old)
 		}
@@ -595,12 +595,12 @@ func TestAtticPendConflicts(t *testing.T) {
 	t.Run("file where a directory is pending", func(t *testing.T) {
 		db := openDB(t)
 		tr := buildOwned(t, db, atticTree...)
-		mustPend(t, db, atticFile)
-		mustPend(t, db, atticChk+"/db/000001.sst")
+		mustMakePending(t, db, atticFile)
+		mustMakePending(t, db, atticChk+"/db/000001.sst")
 		mirrorDB := mustAtticLookup(t, db, index.AtticPending, atticChk+"/db")
-		mustPend(t, db, atticChk+"/db")
+		mustMakePending(t, db, atticChk+"/db")
 		live := makeOwned(t, db, atticChk+"/db") // db is a file now
-		victim := mustPend(t, db, atticChk+"/db")
+		victim := mustMakePending(t, db, atticChk+"/db")
 		if victim == nil || victim.Ino != live || victim.Nlink != 0 {
 			t.Fatalf("Pend of file db over a pending directory returned victim %+v, want inode %d with link count 0", victim, live)
 		}
@@ -619,9 +619,9 @@ func TestAtticPendConflicts(t *testing.T) {
 		db := openDB(t)
 		tr := buildOwned(t, db, atticTree...)
 		file := tr.ino(t, fl(atticFile))
-		mustPend(t, db, atticFile)
+		mustMakePending(t, db, atticFile)
 		dir := create(t, db, tr.ino(t, fl(atticChk)), "file", dirMode) // file is a directory now
-		if victim := mustPend(t, db, atticChk+"/file"); victim != nil {
+		if victim := mustMakePending(t, db, atticChk+"/file"); victim != nil {
 			t.Errorf("Pend of an empty directory over a pending file returned victim %+v, want none", victim)
 		}
 		mustNotExist(t, db, fl(atticFile))
@@ -638,12 +638,12 @@ func TestAtticPendConflicts(t *testing.T) {
 	})
 
 	t.Run("pending file where a directory goes", func(t *testing.T) {
-		// Pend refuses (the caller removes for good): the pending file stays,
+		// MakePending refuses (the caller removes for good): the pending file stays,
 		// unreaped, since the executor may still hold it open.
 		db := openDB(t)
 		tr := buildOwned(t, db, atticTree...)
 		old := tr.ino(t, fl(atticFile))
-		mustPend(t, db, atticFile)
+		mustMakePending(t, db, atticFile)
 		create(t, db, tr.ino(t, fl(atticChk)), "file", dirMode) // file is a directory now
 		inner := makeOwned(t, db, atticFile+"/inner")
 		if _, err := pend(db, atticFile+"/inner"); !errors.Is(err, index.ErrExists) {
@@ -837,7 +837,7 @@ func TestAtticHoldPending(t *testing.T) {
 	})
 }
 
-// heldAllocation builds atticTree, pends all of allocation D and holds it
+// heldAllocation builds atticTree, makes pending all of allocation D and holds it
 // as id; it returns the tree as built (the held files keep their inodes).
 func heldAllocation(t *testing.T, db *index.DB, id string) tree {
 	t.Helper()

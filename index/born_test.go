@@ -68,10 +68,10 @@ func TestNamesAreBornWhenTheExecutorMakesThem(t *testing.T) {
 	}
 }
 
-// A pended name is born when it was pended: the holder removes pending
+// A made pending name is born when it was made pending: the holder removes pending
 // files by it, and other names of the same file must not move it. Holding
 // the pending tree and restoring it keep it.
-func TestPendedNamesAreBornWhenPended(t *testing.T) {
+func TestNamesMadePendingAreBornThen(t *testing.T) {
 	const id = "h1"
 	db := openDB(t)
 	buildOwned(t, db, atticTree...)
@@ -89,7 +89,7 @@ func TestPendedNamesAreBornWhenPended(t *testing.T) {
 		}
 	}
 	// Another name of a pending file made and removed: the pending name
-	// keeps when it was pended, whatever the inode's ctime does.
+	// keeps when it was made pending, whatever the inode's ctime does.
 	update(t, db, func(tx *index.Tx) error {
 		_, err := tx.Link(index.RootIno, "other", mustAtticLookup(t, db, index.AtticPending, atticFile))
 		return err

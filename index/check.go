@@ -283,7 +283,7 @@ func (c *checker) load(tx *Tx) error {
 			}
 			c.owners[id] = o
 		}},
-		{prefixOwnerByID, func(k, v []byte) {
+		{prefixIDByOwner, func(k, v []byte) {
 			if len(v) != 8 {
 				c.add(ProblemOwner, "owner number of %x is corrupt", k[1:])
 				return

@@ -299,11 +299,11 @@ func recordFixture(tb testing.TB) (*DB, [][]byte) {
 		if _, err := tx.Unlink(inos["plain"], "orphan"); err != nil {
 			return err
 		}
-		// A held subtask: pended as --hold-deletes does, then held.
+		// A held subtask: made pending as --hold-deletes does, then held.
 		if _, err := mk(sti+"/chk_2", syscall.S_IFDIR|0o755, ""); err != nil {
 			return err
 		}
-		if _, err := tx.Pend(inos[sti], "chk_2", strings.TrimSuffix(sti, "/")); err != nil {
+		if _, err := tx.MakePending(inos[sti], "chk_2", strings.TrimSuffix(sti, "/")); err != nil {
 			return err
 		}
 		pending, err := tx.Attic(AtticPending, false)

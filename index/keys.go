@@ -21,7 +21,7 @@ const (
 	prefixQuarantine = 'Q' // object hash -> Quarantine as JSON: the scrub found it damaged
 
 	prefixOwner        = 'w' // owner id -> encoded owner.Owner
-	prefixOwnerByID    = 'W' // encoded owner.Owner -> owner id
+	prefixIDByOwner    = 'W' // encoded owner.Owner -> owner id
 	prefixJobRoot      = 'r' // job id, 0, ino -> nothing: an inode the job owns under one it does not
 	prefixExecutorRoot = 'e' // resource id, 0, ino -> nothing: the same for an executor
 	prefixJob          = 'J' // job id -> Job as JSON

@@ -15,7 +15,7 @@ type Dirent struct {
 	Mode uint32 // the child's file type bits
 	// Born is when the name was put where it is, in nanoseconds since the
 	// epoch: made by the executor (create, mkdir, link, symlink, mknod,
-	// rename) or pended by held deletes (Pend); holding a pending tree and
+	// rename) or made pending by held deletes (MakePending); holding a pending tree and
 	// restoring a held one keep it. The collector removes a name only if it
 	// was born before the job's verdict (DESIGN invariant 4): a link made
 	// after it is new state. 0: made before the index recorded it (format

@@ -55,7 +55,7 @@ func (tx *Tx) OwnerID(o owner.Owner) (uint64, error) {
 		return 0, nil
 	}
 	enc := encodeOwner(o)
-	key := append([]byte{prefixOwnerByID}, enc...)
+	key := append([]byte{prefixIDByOwner}, enc...)
 	v, err := tx.get(key)
 	if err == nil {
 		if len(v) != 8 {

@@ -5,7 +5,7 @@ type Usage struct {
 	Files       int   `json:"files"`
 	Directories int   `json:"directories"`
 	SealedBytes int64 `json:"sealed_bytes"` // logical bytes of sealed files
-	Unsealed    int   `json:"unsealed"`     // files whose content waits in staging
+	SealBacklog int   `json:"seal_backlog"` // files whose content waits in staging
 	Chunks      int   `json:"chunks"`       // distinct chunks manifests refer to
 	ChunkRefs   int64 `json:"chunk_refs"`   // manifest extents, over all files
 	Objects     int   `json:"objects"`      // distinct objects manifests are
@@ -38,7 +38,7 @@ func (tx *Tx) Usage() (Usage, error) {
 				u.OrphanBytes += int64(n.Size)
 			}
 			if n.Staging != 0 {
-				u.Unsealed++
+				u.SealBacklog++
 			} else {
 				u.SealedBytes += int64(n.Size)
 			}

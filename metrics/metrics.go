@@ -152,8 +152,8 @@ func (m *Metrics) Handler() http.Handler {
 	})
 }
 
-// Sealed records one file sealed as x in took. It is fs.Options.Sealed.
-func (m *Metrics) Sealed(x *store.Sealed, took time.Duration) {
+// OnSeal records one file sealed as x in took. It is fs.Options.OnSeal.
+func (m *Metrics) OnSeal(x *store.PreparedSeal, took time.Duration) {
 	if m == nil {
 		return
 	}

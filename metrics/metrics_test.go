@@ -168,21 +168,21 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	if m.FUSE(raw) != raw {
 		t.Error("a nil *Metrics wraps the file system")
 	}
-	m.Sealed(sealed(store.AsChunks, 1), time.Second)
+	m.OnSeal(sealed(store.AsChunks, 1), time.Second)
 	m.Collected(gc.Report{}, nil)
 	m.Scrubbed(store.Scrubbed{}, nil)
 }
 
 // sealed is a seal of size bytes kept as as, as fs reports it.
-func sealed(as store.Representation, size uint64) *store.Sealed {
-	return &store.Sealed{As: as, Manifest: &manifest.Manifest{Size: size}}
+func sealed(as store.Representation, size uint64) *store.PreparedSeal {
+	return &store.PreparedSeal{As: as, Manifest: &manifest.Manifest{Size: size}}
 }
 
 func TestSealsAndCollectorRuns(t *testing.T) {
 	m := New(storetest.NewWithObjects(t).S)
-	m.Sealed(sealed(store.AsObject, 5<<20), 20*time.Millisecond)
-	m.Sealed(sealed(store.AsChunks, 3<<20), 3*time.Second)
-	m.Sealed(sealed(store.AsObject, 1<<20), time.Second)
+	m.OnSeal(sealed(store.AsObject, 5<<20), 20*time.Millisecond)
+	m.OnSeal(sealed(store.AsChunks, 3<<20), 3*time.Second)
+	m.OnSeal(sealed(store.AsObject, 1<<20), time.Second)
 	m.Collected(gc.Report{Collected: make([]gc.Candidate, 2), Swept: store.Swept{Chunks: 3, Bytes: 3 << 20}}, nil)
 	m.Collected(gc.Report{Swept: store.Swept{Bytes: 1 << 20}}, errors.New("oracle gone"))
 
@@ -326,7 +326,7 @@ func TestStoreMetricsAreReadWhenScraped(t *testing.T) {
 		want   float64
 	}{
 		{"statefs_files", nil, 3},
-		{"statefs_unsealed_files", nil, 1},
+		{"statefs_seal_backlog_files", nil, 1},
 		{"statefs_staging_files", nil, 1},
 		{"statefs_staging_bytes", nil, float64(len("not sealed yet"))},
 		{"statefs_logical_bytes", nil, float64(2*len(content) + len("not sealed yet"))},

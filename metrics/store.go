@@ -47,7 +47,7 @@ var (
 		"Bytes in staging files: files open for writing, and closed files not sealed yet.", nil, nil)
 	descStagingFiles = prometheus.NewDesc("statefs_staging_files",
 		"Staging files: files open for writing, and closed files not sealed yet.", nil, nil)
-	descUnsealed = prometheus.NewDesc("statefs_unsealed_files",
+	descSealBacklog = prometheus.NewDesc("statefs_seal_backlog_files",
 		"The seal backlog: files whose content waits in staging, those still open for writing included.", nil, nil)
 	descFiles = prometheus.NewDesc("statefs_files",
 		"Regular files in the store.", nil, nil)
@@ -86,7 +86,7 @@ func newStoreCollector(s *store.Store, interval time.Duration, factor int) *stor
 var _ prometheus.Collector = (*storeCollector)(nil)
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStagingBytes, descStagingFiles, descUnsealed, descFiles,
+	for _, d := range []*prometheus.Desc{descStagingBytes, descStagingFiles, descSealBacklog, descFiles,
 		descOrphans, descOrphanBytes, descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes,
 		descObjects, descObjectBytes, descQuarantined, descJobs, descScanAge, descDiskFull} {
 		ch <- d
@@ -110,7 +110,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descStagingBytes, float64(st.StagingBytes))
 	gauge(descStagingFiles, float64(st.StagingFiles))
-	gauge(descUnsealed, float64(st.Unsealed))
+	gauge(descSealBacklog, float64(st.SealBacklog))
 	gauge(descFiles, float64(st.Files))
 	gauge(descOrphans, float64(st.Orphans))
 	gauge(descOrphanBytes, float64(st.OrphanBytes))

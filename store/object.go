@@ -42,7 +42,7 @@ var ErrQuarantined = errors.New("quarantined")
 // linkObject makes x's staging file its object, or finds the object there
 // already; a quarantined object of the same hash is replaced by the
 // staging file, whose bytes x hashed.
-func (s *Store) linkObject(x *Sealed) error {
+func (s *Store) linkObject(x *PreparedSeal) error {
 	h, path := *x.Manifest.Object, s.StagingPath(x.Staging)
 	linked, err := s.objects.Link(h, path)
 	if err != nil {

@@ -34,10 +34,10 @@ const (
 	AsObject Representation = "object"
 )
 
-// Sealed is staging content made immutable and content-addressed, ready to
+// PreparedSeal is staging content made immutable and content-addressed, ready to
 // replace the staging reference in the index (CommitSeal): chunks stored,
 // or an object hashed and its bytes durable.
-type Sealed struct {
+type PreparedSeal struct {
 	Ino      uint64
 	Staging  uint64
 	Manifest *manifest.Manifest
@@ -64,15 +64,15 @@ type Sealed struct {
 
 // Drop gives up a seal that will not be committed. Its new chunks are
 // garbage for the next sweep.
-func (x *Sealed) Drop() { x.release.Do(func() { x.guard.unpin(x.pinned) }) }
+func (x *PreparedSeal) Drop() { x.release.Do(func() { x.guard.unpin(x.pinned) }) }
 
-// Seal makes the staging content of inode ino immutable and
+// PrepareSeal makes the staging content of inode ino immutable and
 // content-addressed, and returns the manifest: inline bytes, chunks stored
 // that the store did not have yet, or an object whose bytes are durable
 // and which CommitSeal links. The index is not changed: the caller commits
 // with CommitSeal if the file was not written meanwhile. Nil if the inode
 // has no staging content.
-func (s *Store) Seal(ino uint64) (*Sealed, error) {
+func (s *Store) PrepareSeal(ino uint64) (*PreparedSeal, error) {
 	var n *index.Inode
 	err := s.Index.View(func(tx *index.Tx) (err error) {
 		n, err = tx.Inode(ino)
@@ -93,7 +93,7 @@ func (s *Store) Seal(ino uint64) (*Sealed, error) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, err
 	}
-	x := &Sealed{Ino: ino, Staging: n.Staging, Atime: st.Atim.Nano(), Mtime: st.Mtim.Nano(),
+	x := &PreparedSeal{Ino: ino, Staging: n.Staging, Atime: st.Atim.Nano(), Mtime: st.Mtim.Nano(),
 		Manifest: &manifest.Manifest{Size: uint64(st.Size)}, guard: &s.guard}
 	if st.Size <= InlineMax {
 		x.As, x.Why = AsInline, fmt.Sprintf("at most %d bytes", InlineMax)
@@ -172,7 +172,7 @@ func choose(f *os.File, size int64) (Representation, string, error) {
 // hashObject hashes the staging file f of size bytes, with its
 // verification tree, and makes its bytes durable: what CommitSeal needs to
 // make it the object. The object is pinned against a sweep from here on.
-func (s *Store) hashObject(f *os.File, size int64, x *Sealed) error {
+func (s *Store) hashObject(f *os.File, size int64, x *PreparedSeal) error {
 	h, tree, err := cas.Tree(io.NewSectionReader(f, 0, size), size)
 	if err != nil {
 		return err
@@ -192,7 +192,7 @@ func (s *Store) hashObject(f *os.File, size int64, x *Sealed) error {
 
 // chunkFile stores the content of f as chunks. A sparse file's holes stay
 // holes in the manifest: only its data regions are cut and stored.
-func (s *Store) chunkFile(f *os.File, st *unix.Stat_t, x *Sealed) error {
+func (s *Store) chunkFile(f *os.File, st *unix.Stat_t, x *PreparedSeal) error {
 	regions, err := dataRegions(f, st)
 	if err != nil {
 		return err
@@ -270,7 +270,7 @@ func dataRegions(f *os.File, st *unix.Stat_t) ([][2]int64, error) {
 // file that was sealed. The caller keeps the file from being opened or
 // changed until it returns: once linked, the staging file's bytes are the
 // object's.
-func (s *Store) CommitSeal(x *Sealed) error {
+func (s *Store) CommitSeal(x *PreparedSeal) error {
 	defer x.Drop()
 	if x.Manifest.Object != nil {
 		// Never link a staging file the inode no longer refers to: its

@@ -244,14 +244,14 @@ func TestIdenticalFilesShareChunks(t *testing.T) {
 	a, _ := addContent(t, s, "a", content)
 	b, _ := addContent(t, s, "b", content)
 
-	xa, err := s.Seal(a)
+	xa, err := s.PrepareSeal(a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.CommitSeal(xa); err != nil {
 		t.Fatal(err)
 	}
-	xb, err := s.Seal(b)
+	xb, err := s.PrepareSeal(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestSealWithoutStaging(t *testing.T) {
 	ino, _ := addContent(t, s, "f", []byte("abc"))
 	seal(t, s, ino)
 	for _, i := range []uint64{ino, 9999} {
-		if x, err := s.Seal(i); x != nil || err != nil {
+		if x, err := s.PrepareSeal(i); x != nil || err != nil {
 			t.Errorf("Seal(%d) without staging content = %+v, %v; want nil, nil", i, x, err)
 		}
 	}
@@ -302,7 +302,7 @@ func TestSealWithoutStaging(t *testing.T) {
 func TestCommitSealStale(t *testing.T) {
 	s := newStore(t)
 	ino, oldID := addContent(t, s, "f", testbytes.Random(100_000, 7))
-	x, err := s.Seal(ino)
+	x, err := s.PrepareSeal(ino)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func sealNew(s *store.Store, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	x, err := s.Seal(ino)
+	x, err := s.PrepareSeal(ino)
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func TestSweepRunsBesideAnUncommittedSeal(t *testing.T) {
 		}
 	}
 	ino, _ := addContent(t, s, "again", kept)
-	x, err := s.Seal(ino) // deduplicated against the garbage, not committed
+	x, err := s.PrepareSeal(ino) // deduplicated against the garbage, not committed
 	if err != nil {
 		t.Fatal(err)
 	}

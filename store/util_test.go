@@ -104,7 +104,7 @@ func addContent(t *testing.T, s *store.Store, name string, content []byte) (ino,
 // index now has it.
 func seal(t *testing.T, s *store.Store, ino uint64) *manifest.Manifest {
 	t.Helper()
-	x, err := s.Seal(ino)
+	x, err := s.PrepareSeal(ino)
 	if err != nil {
 		t.Fatalf("Seal(%d): %v", ino, err)
 	}

@@ -129,7 +129,7 @@ type campaignFigures struct {
 	kills        int   // SIGKILLs of the daemon
 	killsSealing int   // ... while status.json reported files waiting to be sealed
 	killsGC      int   // ... while a gc run was under way (it failed with the daemon)
-	killsPending int   // ... within a hold window of a removal that deletes held pended
+	killsPending int   // ... within a hold window of a removal that deletes held madePending
 	killsHeld    int   // ... while a tree was held
 	ops          int   // journaled durable changes verified after a kill
 	bytes        int64 // bytes of journaled content verified
@@ -223,7 +223,7 @@ func (c *campaign) round(r int) {
 		time.Sleep(100*time.Millisecond + time.Duration(c.rng.Int64N(int64(1400*time.Millisecond))))
 	case 1:
 		time.Sleep(100*time.Millisecond + time.Duration(c.rng.Int64N(int64(500*time.Millisecond))))
-		waitUnsealed(t, m, 2*time.Second)
+		waitSealBacklog(t, m, 2*time.Second)
 	case 2:
 		deadline := time.Now().Add(3 * time.Second)
 		for gcr.runs.Load() == 0 && time.Now().Before(deadline) {
@@ -231,7 +231,7 @@ func (c *campaign) round(r int) {
 		}
 		time.Sleep(time.Duration(c.rng.Int64N(int64(60 * time.Millisecond))))
 	}
-	if n, err := unsealed(m); err == nil && n > 0 {
+	if n, err := sealBacklog(m); err == nil && n > 0 {
 		c.figures.killsSealing++
 	}
 	stop()
@@ -240,7 +240,7 @@ func (c *campaign) round(r int) {
 	m.Kill()
 	c.figures.kills++
 	waitOrFail(t, &wg, dir+": writers")
-	if killedAt.Sub(c.cleaned) < campaignHoldWindow || killedAt.Sub(ck.pended) < campaignHoldWindow {
+	if killedAt.Sub(c.cleaned) < campaignHoldWindow || killedAt.Sub(ck.madePending) < campaignHoldWindow {
 		c.figures.killsPending++
 	}
 	<-gcDone
@@ -929,7 +929,7 @@ type checkpointer struct {
 	files       []*dbFile // every name made in an instance's db/
 	checkpoints []*checkpointDir
 	restores    int       // restores whose new instance was made durable
-	pended      time.Time // when it last removed a checkpoint (held deletes pend that)
+	madePending time.Time // when it last removed a checkpoint (held deletes pend that)
 }
 
 // dbFile is one name in an instance's db/: an SST the database wrote, or
@@ -1092,9 +1092,9 @@ func (k *checkpointer) checkpoint() error {
 			continue
 		}
 		old.removeIssued = true
-		k.pended = time.Now()
+		k.madePending = time.Now()
 		err := k.root.RemoveAll(k.checkpointPath(old.n, ""))
-		k.pended = time.Now()
+		k.madePending = time.Now()
 		if err != nil {
 			return err
 		}

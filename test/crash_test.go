@@ -136,7 +136,7 @@ func crashRound(t *testing.T, m *Mount, rng *rand.Rand, dir string, sealing bool
 	delay := 150*time.Millisecond + time.Duration(rng.Int64N(int64(1200*time.Millisecond)))
 	time.Sleep(delay)
 	if sealing {
-		waitUnsealed(t, m, 3*time.Second)
+		waitSealBacklog(t, m, 3*time.Second)
 	}
 	stop()
 	killed.Store(true)

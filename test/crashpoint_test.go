@@ -420,7 +420,7 @@ func holdCrash(c *crashCase) {
 }
 
 // pruneCrash: with deletes held, Flink prunes a checkpoint and the daemon
-// dies after removing the first of its pended files for good; after the
+// dies after removing the first of its made pending files for good; after the
 // mount the decision goes on and the pruned files' content is freed.
 func pruneCrash(c *crashCase) {
 	t := c.t

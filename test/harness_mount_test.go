@@ -297,23 +297,23 @@ func waitLogLine(t testing.TB, m *Mount, within time.Duration, parts ...string) 
 	t.Fatalf("the daemon logged no line that says %q within %v:\n%s", parts, within, tail(m.Log(), 4000))
 }
 
-// unsealed is the field "unsealed" of .statefs/status.json: how many files
+// sealBacklog is the field "seal_backlog" of .statefs/status.json: how many files
 // are waiting to be sealed.
-func unsealed(m *Mount) (int, error) {
+func sealBacklog(m *Mount) (int, error) {
 	raw, err := os.ReadFile(m.Path(".statefs", "status.json"))
 	if err != nil {
 		return 0, err
 	}
 	var status struct {
-		Unsealed *int `json:"unsealed"`
+		SealBacklog *int `json:"seal_backlog"`
 	}
 	if err := json.Unmarshal(raw, &status); err != nil {
 		return 0, fmt.Errorf("%w in %q", err, raw)
 	}
-	if status.Unsealed == nil {
-		return 0, fmt.Errorf("no field \"unsealed\" in %s", raw)
+	if status.SealBacklog == nil {
+		return 0, fmt.Errorf("no field \"seal_backlog\" in %s", raw)
 	}
-	return *status.Unsealed, nil
+	return *status.SealBacklog, nil
 }
 
 // waitAllSealed polls status.json until no file waits to be sealed.
@@ -321,25 +321,25 @@ func waitAllSealed(t testing.TB, m *Mount) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		n, err := unsealed(m)
+		n, err := sealBacklog(m)
 		require.NoError(t, err, "reading .statefs/status.json")
 		if n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d files still unsealed after 60s\n%s", n, m.Log())
+			t.Fatalf("%d files still waiting to be sealed after 60s\n%s", n, m.Log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// waitUnsealed waits until status.json reports files waiting to be sealed, so
+// waitSealBacklog waits until status.json reports files waiting to be sealed, so
 // that the kill that follows lands while sealing is in progress.
-func waitUnsealed(t *testing.T, m *Mount, limit time.Duration) {
+func waitSealBacklog(t *testing.T, m *Mount, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		n, err := unsealed(m)
+		n, err := sealBacklog(m)
 		if err != nil {
 			t.Errorf("reading .statefs/status.json: %v", err)
 			return
@@ -349,7 +349,7 @@ func waitUnsealed(t *testing.T, m *Mount, limit time.Duration) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	t.Logf("status.json reported no unsealed files within %v; killing anyway", limit)
+	t.Logf("status.json reported no file waiting to be sealed within %v; killing anyway", limit)
 }
 
 // freeAddr is a loopback address no one listens on right now.

@@ -228,7 +228,7 @@ func jobOf(p string) string { return owner.FlinkRules().Owner(p).Job }
 // holdsRemoval reports whether removing the name at p is held: it is in a
 // job's local state (allocation level or deeper) and the job is not gone.
 func (l *linksModel) holdsRemoval(p string) bool {
-	return pends(p) && !l.gone[jobOf(p)]
+	return makesPending(p) && !l.gone[jobOf(p)]
 }
 
 func (l *linksModel) paths(file bool) []string {
@@ -390,7 +390,7 @@ func (l *linksModel) rename(rt *rapid.T) {
 	delete(l.tree, src)
 	l.fsyncDir(rt, path.Dir(src))
 	l.fsyncDir(rt, path.Dir(dst))
-	if victim != nil && pends(dst) {
+	if victim != nil && makesPending(dst) {
 		// The name replaced goes, held or not: its checkpoint stays, so
 		// holding it would prune it. Let the daemon decide first.
 		l.settle(rt)
@@ -408,7 +408,7 @@ func (l *linksModel) unlink(rt *rapid.T) {
 	l.do(rt, "unlink "+p, func() error { return os.Remove(l.m.Path(p)) })
 	delete(l.tree, p)
 	l.fsyncDir(rt, path.Dir(p))
-	if pends(p) {
+	if makesPending(p) {
 		l.settle(rt)
 	}
 }
@@ -440,34 +440,34 @@ func (l *linksModel) rmTree(rt *rapid.T) {
 		return strings.Compare(a, b)
 	})
 	removed := map[string]*linkedName{}
-	var pended []string
+	var madePending []string
 	s := span{from: time.Now().UnixNano()}
 	for _, p := range victims {
 		removed[p] = l.tree[p]
 		l.do(rt, "remove "+p, func() error { return os.Remove(l.m.Path(p)) })
 		if l.holdsRemoval(p) {
-			pended = append(pended, p)
+			madePending = append(madePending, p)
 		}
 		delete(l.tree, p)
 	}
 	s.to = time.Now().UnixNano()
 	l.fsyncDir(rt, path.Dir(top))
 	l.settle(rt)
-	l.decide(rt, removed, pended, s)
+	l.decide(rt, removed, madePending, s)
 }
 
-// decide is the daemon's decision over what one rm -rf pended (the test
+// decide is the daemon's decision over what one rm -rf made pending (the test
 // waits for it after each): the directory at the first level that holds
 // (an allocation, a job in one, a subtask) that the tree no longer has is
-// held whole, if anything below it was pended; everything else pended was
+// held whole, if anything below it was made pending; everything else made pending was
 // a pruned checkpoint's and went. The pending directory mirrors the tree's
-// directories on the way to what was pended, so a held tree has them even
+// directories on the way to what was made pending, so a held tree has them even
 // where their removal was not held (an allocation's directory, which no
-// job owns). The names of a held tree were born when they were pended,
+// job owns). The names of a held tree were born when they were made pending,
 // during the rm -rf (when); holding and restoring keep that.
-func (l *linksModel) decide(rt *rapid.T, removed map[string]*linkedName, pended []string, when span) {
+func (l *linksModel) decide(rt *rapid.T, removed map[string]*linkedName, madePending []string, when span) {
 	tops := map[string][]string{}
-	for _, p := range pended {
+	for _, p := range madePending {
 		top := ""
 		for q := p; q != "."; q = path.Dir(q) {
 			if _, live := l.tree[q]; holdLevel(q) && !live {
@@ -563,7 +563,7 @@ func (l *linksModel) restart(rt *rapid.T) {
 
 // settle waits until the daemon has decided what is pending.
 func (l *linksModel) settle(rt *rapid.T) {
-	if err := pendSentinel(l.m); err != nil {
+	if err := sentinelMadePending(l.m); err != nil {
 		l.fatalf(rt, "%v", err)
 	}
 	if err := awaitSentinel(l.m); err != nil {
@@ -747,7 +747,7 @@ func (l *linksModel) jobs(rt *rapid.T) map[string]index.Job {
 
 func (l *linksModel) waitSealed(rt *rapid.T) {
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		n, err := unsealed(l.m)
+		n, err := sealBacklog(l.m)
 		if err != nil {
 			l.fatalf(rt, "%v", err)
 		}
@@ -755,7 +755,7 @@ func (l *linksModel) waitSealed(rt *rapid.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			l.fatalf(rt, "%d files still unsealed after 60s", n)
+			l.fatalf(rt, "%d files still waiting to be sealed after 60s", n)
 		}
 	}
 }

@@ -88,7 +88,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	path := m.Path("state.sst")
 	require.NoError(t, os.WriteFile(path, content, 0o644))
 	eventually(t, addr, 30*time.Second, "the file was not sealed", func(s scrape) bool {
-		return s.value("statefs_seal_duration_seconds", "") >= 1 && s.value("statefs_unsealed_files", "") == 0 &&
+		return s.value("statefs_seal_duration_seconds", "") >= 1 && s.value("statefs_seal_backlog_files", "") == 0 &&
 			s.value("statefs_logical_bytes", "") >= size
 	})
 	got, err := os.ReadFile(path) // the first open of sealed content: read through the daemon

@@ -39,7 +39,7 @@ import (
 //
 // Deletes are held (mount --hold-deletes). A removal of a name in a job's
 // local state is answered as done, so the tree the model checks is as
-// without holding; the name moves to the attic (modelHarness.pend) and
+// without holding; the name moves to the attic (modelHarness.make pending) and
 // still counts in the inode's link count, whether pending or held, on
 // every name the inode keeps in the tree. Which pending trees are held
 // depends on when the daemon decides, so the daemon runs with a hold
@@ -137,9 +137,9 @@ var (
 )
 
 // The settle sentinel, outside the model's tree (its executor sorts after
-// tm_m): a file with a name in a checkpoint that stays, pended by an unlink
+// tm_m): a file with a name in a checkpoint that stays, made pending by an unlink
 // before each decision. Its pending name goes for good in the pass that
-// decides everything pended before it, which its link count shows.
+// decides everything made pending before it, which its link count shows.
 const (
 	settleRoot       = "tm_zz"
 	settleFile       = settleRoot + "/sentinel"
@@ -759,11 +759,11 @@ func (h *modelHarness) stop(kill bool) {
 	}
 }
 
-// pends reports whether removing the name at p pends it in the attic: a
+// makes pending reports whether removing the name at p makes it pending in the attic: a
 // name in a job's local state (allocation level or deeper, by the path's
 // owner, owner.FlinkRules) whose job is not gone. The model's job is
 // never gone.
-func pends(p string) bool {
+func makesPending(p string) bool {
 	o := owner.FlinkRules().Owner(p)
 	return o.Job != "" && o.Level >= owner.LevelAllocation
 }
@@ -779,15 +779,15 @@ func holdLevel(p string) bool {
 	return false
 }
 
-// pend moves the removed name p, node n, to the same path under the
-// pending directory if its removal pends, as index.Tx.Pend does: the
+// make pending moves the removed name p, node n, to the same path under the
+// pending directory if its removal makes pending, as index.Tx.MakePending does: the
 // directories on the way are made; a pending directory already there stays
 // and the removed name goes for good (an empty directory whose children
 // went first, or a name that changed kind); a pending file there is
 // replaced; a pending file where a directory must go makes the daemon
 // remove the name for good.
 func (h *modelHarness) pend(p string, n *modelNode) {
-	if !pends(p) {
+	if !makesPending(p) {
 		return
 	}
 	dir, name := path.Split(p)
@@ -858,12 +858,12 @@ func newModelHold(p string, top *modelNode) *modelHold {
 
 // settle lets the daemon decide what is pending, once: it stops (by kill
 // or cleanly), starts with a short hold window, and once the sentinel
-// pended last is decided (its name in a checkpoint that stays goes for
+// made pending last is decided (its name in a checkpoint that stays goes for
 // good, so its link count falls to 1), stops cleanly, which waits for the
 // decision pass under way, and starts again as before. Then the held trees
 // are compared with the model's.
 func (h *modelHarness) settle(rt *rapid.T, kill bool) {
-	if err := pendSentinel(h.m); err != nil {
+	if err := sentinelMadePending(h.m); err != nil {
 		h.fatalf(rt, "%v", err)
 	}
 	h.stop(kill)
@@ -879,27 +879,27 @@ func (h *modelHarness) settle(rt *rapid.T, kill bool) {
 	h.checkHeld(rt)
 }
 
-// pendSentinel makes a new settle sentinel and pends its name in the
+// sentinelMadePending makes a new settle sentinel and makes pending its name in the
 // sentinel's checkpoint (settleCheckpoint, made if missing), keeping one in
 // the executor's tree (settleFile): its link count is 2 until the daemon
 // decides the pending name, which goes for good (a pruned checkpoint's).
 // The file is made in the checkpoint and linked out: today's daemon owns an
 // inode by where it was made.
-func pendSentinel(m *Mount) error {
-	pended := m.Path(settleCheckpoint, "s")
-	if err := os.MkdirAll(filepath.Dir(pended), 0o755); err != nil {
+func sentinelMadePending(m *Mount) error {
+	madePending := m.Path(settleCheckpoint, "s")
+	if err := os.MkdirAll(filepath.Dir(madePending), 0o755); err != nil {
 		return fmt.Errorf("making the settle sentinel's checkpoint: %w", err)
 	}
-	if err := os.WriteFile(pended, []byte("sentinel"), 0o644); err != nil {
+	if err := os.WriteFile(madePending, []byte("sentinel"), 0o644); err != nil {
 		return fmt.Errorf("making the settle sentinel: %w", err)
 	}
 	if err := os.Remove(m.Path(settleFile)); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("removing the last settle sentinel: %w", err)
 	}
-	if err := os.Link(pended, m.Path(settleFile)); err != nil {
+	if err := os.Link(madePending, m.Path(settleFile)); err != nil {
 		return fmt.Errorf("linking the settle sentinel: %w", err)
 	}
-	if err := os.Remove(pended); err != nil {
+	if err := os.Remove(madePending); err != nil {
 		return fmt.Errorf("unlinking the settle sentinel: %w", err)
 	}
 	for _, dir := range []string{settleCheckpoint, settleRoot} {

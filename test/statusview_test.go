@@ -36,7 +36,7 @@ func TestStatusView(t *testing.T) {
 		LogicalBytes  int64   `json:"logical_bytes"`
 		PhysicalBytes int64   `json:"physical_bytes"`
 		SavedRatio    float64 `json:"saved_ratio"`
-		Unsealed      int     `json:"unsealed"`
+		SealBacklog   int     `json:"seal_backlog"`
 	}
 	require.NoError(t, json.Unmarshal(fileBytes(t, m.Path(".statefs", "stats.json")), &stats))
 	var logical int64
@@ -45,7 +45,7 @@ func TestStatusView(t *testing.T) {
 	}
 	require.Equal(t, logical, stats.LogicalBytes)
 	require.Greater(t, stats.SavedRatio, 1.9, "two copies of random data: %+v", stats)
-	require.Zero(t, stats.Unsealed)
+	require.Zero(t, stats.SealBacklog)
 
 	for name, err := range map[string]error{
 		"mkdir":        os.Mkdir(m.Path(".statefs", "x"), 0o755),

@@ -214,7 +214,7 @@ func runMount(c *cli.Context) error {
 		m = metrics.New(s)
 	}
 	fsOpts := opts.FS
-	fsOpts.Sealed = m.Sealed
+	fsOpts.OnSeal = m.OnSeal
 	fsys, root := fs.New(s, fsOpts, unsealed)
 	server, served, err := mountFS(mnt, root, fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug), m)
 	if err != nil {

@@ -58,7 +58,7 @@
 //	                      seal; go-fuse has not yet dropped the kernel's passthrough
 //	                      backing file of that handle
 //	hold-held             fs: a hold decision committed: a removed tree is held
-//	hold-pending-removed  fs: the transaction that removes a pended entry that is not
+//	hold-pending-removed  fs: the transaction that removes a made pending entry that is not
 //	                      held, if it is due, committed (n counts them: a crash
 //	                      mid-decision)
 //	hold-dropping         fs: a held tree is marked as dropping, nothing of it removed

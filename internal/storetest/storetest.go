@@ -160,7 +160,7 @@ func (f *Fixture) Write(p string, data []byte, off int64, seal bool) uint64 {
 	if !seal {
 		return ino
 	}
-	x, err := f.S.Seal(ino)
+	x, err := f.S.PrepareSeal(ino)
 	if err != nil || x == nil {
 		f.T.Fatalf("Seal(%s) = %v, %v", p, x, err)
 	}

@@ -283,7 +283,7 @@ func freeLocalAddr() (string, error) {
 
 // statefsStatus is the part of .statefs/status.json the harness reads.
 type statefsStatus struct {
-	Unsealed    int  `json:"unsealed"`
+	SealBacklog int  `json:"seal_backlog"`
 	OpenFiles   int  `json:"open_files"`
 	Passthrough bool `json:"passthrough"`
 }
@@ -305,7 +305,7 @@ func (t *statefsTarget) Stats() (s statefsStats, err error) {
 	return s, readJSON(filepath.Join(t.mnt, ".statefs", "stats.json"), &s)
 }
 
-// Settle waits until status.json says no file is left unsealed.
+// Settle waits until status.json says no file waits to be sealed.
 func (t *statefsTarget) Settle() error {
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
@@ -313,11 +313,11 @@ func (t *statefsTarget) Settle() error {
 		if err != nil {
 			return err
 		}
-		if st.Unsealed == 0 {
+		if st.SealBacklog == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("statefs: %d files still unsealed after 10 minutes", st.Unsealed)
+			return fmt.Errorf("statefs: %d files still waiting to be sealed after 10 minutes", st.SealBacklog)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
