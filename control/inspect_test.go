@@ -13,6 +13,7 @@ import (
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/internal/testbytes"
+	"github.com/statefs/statefs/store"
 )
 
 const (
@@ -44,18 +45,18 @@ func text(n int, seed uint64) []byte {
 	return b
 }
 
-func (f *fixture) inspect(p string) *control.Inspection {
+func (f *fixture) inspect(p string) *store.Inspection {
 	f.T.Helper()
-	in, err := control.Inspect(f.S, p)
+	in, err := f.S.Inspect(p)
 	if err != nil {
 		f.T.Fatalf("Inspect(%s): %v", p, err)
 	}
 	return in
 }
 
-func (f *fixture) du(by control.Grouping) *control.DiskUsage {
+func (f *fixture) du(by store.Grouping) *store.DiskUsage {
 	f.T.Helper()
-	du, err := control.DU(f.S, by)
+	du, err := f.S.DU(by)
 	if err != nil {
 		f.T.Fatalf("DU(%s): %v", by, err)
 	}
@@ -63,7 +64,7 @@ func (f *fixture) du(by control.Grouping) *control.DiskUsage {
 }
 
 // diskBytes sums the on-disk sizes of the distinct chunks of in's extents.
-func (f *fixture) diskBytes(in *control.Inspection) int64 {
+func (f *fixture) diskBytes(in *store.Inspection) int64 {
 	f.T.Helper()
 	var sum int64
 	seen := map[string]bool{}
@@ -132,7 +133,7 @@ func TestInspectFile(t *testing.T) {
 	if shared.Type != "file" || shared.Mode != "0644" || shared.Permissions != "-rw-r--r--" || shared.Nlink != 1 {
 		t.Errorf("%s: type %s, mode %s %s, nlink %d; want file, 0644 -rw-r--r--, 1", sharedA, shared.Type, shared.Mode, shared.Permissions, shared.Nlink)
 	}
-	wantOwner := control.Owner{Level: "checkpoint", Executor: "tm-1", Allocation: alloc, Job: jobA, Vertex: vertex, Subtask: "0", Checkpoint: "7"}
+	wantOwner := store.InspectedOwner{Level: "checkpoint", Executor: "tm-1", Allocation: alloc, Job: jobA, Vertex: vertex, Subtask: "0", Checkpoint: "7"}
 	if shared.Owner != wantOwner {
 		t.Errorf("%s: owner %+v, want %+v", sharedA, shared.Owner, wantOwner)
 	}
@@ -147,7 +148,7 @@ func TestInspectFile(t *testing.T) {
 		}
 		end += uint64(e.Len)
 	}
-	want := control.ContentSharing{SharedBytes: sharedSize, SharedChunks: len(shared.Extents)}
+	want := store.ContentSharing{SharedBytes: sharedSize, SharedChunks: len(shared.Extents)}
 	if *shared.Sharing != want {
 		t.Errorf("%s: sharing %+v, want %+v", sharedA, *shared.Sharing, want)
 	}
@@ -166,7 +167,7 @@ func TestInspectFile(t *testing.T) {
 		}
 		disk += e.DiskBytes
 	}
-	want = control.ContentSharing{UniqueBytes: uniqueSize, UniqueChunks: len(unique.Extents), UniqueDiskBytes: f.diskBytes(unique)}
+	want = store.ContentSharing{UniqueBytes: uniqueSize, UniqueChunks: len(unique.Extents), UniqueDiskBytes: f.diskBytes(unique)}
 	if *unique.Sharing != want || disk != want.UniqueDiskBytes {
 		t.Errorf("%s: sharing %+v (extents on disk %d), want %+v", linkA, *unique.Sharing, disk, want)
 	}
@@ -188,7 +189,7 @@ func TestInspectFile(t *testing.T) {
 			t.Errorf("%s: content %s, size %d, sharing %v, %d extents; want %s, %d, no chunks", c.path, in.Content, in.Size, in.Sharing, len(in.Extents), c.content, c.size)
 		}
 	}
-	if in := f.inspect(rootF); in.Owner != (control.Owner{Level: "none"}) {
+	if in := f.inspect(rootF); in.Owner != (store.InspectedOwner{Level: "none"}) {
 		t.Errorf("%s: owner %+v, want unowned", rootF, in.Owner)
 	}
 	if in := f.inspect(execF); in.Content != "sealed" || in.As != "object" || in.Object == nil || in.Extents != nil || in.Sharing != nil {
@@ -198,7 +199,7 @@ func TestInspectFile(t *testing.T) {
 }
 
 // objectSize is the size on disk of the object in's file is.
-func (f *fixture) objectSize(in *control.Inspection) int64 {
+func (f *fixture) objectSize(in *store.Inspection) int64 {
 	f.T.Helper()
 	if in.Object == nil {
 		f.T.Fatalf("%s is not sealed as an object: %+v", in.Path, in)
@@ -211,7 +212,7 @@ func (f *fixture) objectSize(in *control.Inspection) int64 {
 }
 
 // object is the hash of the object in's file is.
-func (f *fixture) object(in *control.Inspection) cas.Hash {
+func (f *fixture) object(in *store.Inspection) cas.Hash {
 	f.T.Helper()
 	h, err := cas.ParseHash(in.Object.Hash)
 	if err != nil {
@@ -238,7 +239,7 @@ func TestInspectObject(t *testing.T) {
 		t.Fatalf("%s: content %s as %s, size %d, nlink %d, extents %v, sharing %v, object %v; want sealed as an object of %d bytes and 2 names",
 			a, in.Content, in.As, in.Size, in.Nlink, in.Extents, in.Sharing, in.Object, size)
 	}
-	want := control.ObjectContent{Hash: cas.Sum(data).String(), Refs: 2, DiskBytes: f.objectSize(in)}
+	want := store.ObjectContent{Hash: cas.Sum(data).String(), Refs: 2, DiskBytes: f.objectSize(in)}
 	if *in.Object != want || want.DiskBytes < size {
 		t.Errorf("%s: object %+v, want %+v of at least %d bytes on disk", a, *in.Object, want, size)
 	}
@@ -249,7 +250,7 @@ func TestInspectObject(t *testing.T) {
 		t.Errorf("%s: object %+v, want an object of its own, refs 1, not quarantined", alone, other)
 	}
 
-	du := f.du(control.ByJob)
+	du := f.du(store.ByJob)
 	half := want.DiskBytes / 2
 	if len(du.Groups) != 2 || du.Groups[0].PhysicalBytes != want.DiskBytes-half+f.objectSize(f.inspect(alone)) || du.Groups[1].PhysicalBytes != half ||
 		du.UnreferencedObjects != 0 || du.MissingObjects != 0 {
@@ -278,14 +279,14 @@ func TestInspectObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := f.du(control.ByJob)
+	after := f.du(store.ByJob)
 	if after.UnreferencedObjects != 1 || after.UnreferencedObjectBytes != int64(size) {
 		t.Errorf("du with %s (inode %d) removed while open: %d objects, %d bytes unreferenced; want 1, %d",
 			alone, ino, after.UnreferencedObjects, after.UnreferencedObjectBytes, size)
 	}
 }
 
-func equalChunks(a, b []control.ChunkExtent) bool {
+func equalChunks(a, b []store.ChunkExtent) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -302,12 +303,12 @@ func TestInspectDirectory(t *testing.T) {
 	for _, c := range []struct {
 		path    string
 		entries int
-		owner   control.Owner
+		owner   store.InspectedOwner
 	}{
-		{chk(jobA), 6, control.Owner{Level: "checkpoint", Executor: "tm-1", Allocation: alloc, Job: jobA, Vertex: vertex, Subtask: "0", Checkpoint: "7"}},
-		{"tm_tm-1/localState/aid_" + alloc, 2, control.Owner{Level: "allocation", Executor: "tm-1", Allocation: alloc}},
-		{"tm_tm-1/", 2, control.Owner{Level: "executor", Executor: "tm-1"}},
-		{".", 2, control.Owner{Level: "none"}},
+		{chk(jobA), 6, store.InspectedOwner{Level: "checkpoint", Executor: "tm-1", Allocation: alloc, Job: jobA, Vertex: vertex, Subtask: "0", Checkpoint: "7"}},
+		{"tm_tm-1/localState/aid_" + alloc, 2, store.InspectedOwner{Level: "allocation", Executor: "tm-1", Allocation: alloc}},
+		{"tm_tm-1/", 2, store.InspectedOwner{Level: "executor", Executor: "tm-1"}},
+		{".", 2, store.InspectedOwner{Level: "none"}},
 	} {
 		in := f.inspect(c.path)
 		if in.Type != "directory" || in.Entries == nil || *in.Entries != c.entries || in.Owner != c.owner || in.Content != "" {
@@ -337,7 +338,7 @@ func TestInspectRefuses(t *testing.T) {
 		{rootF + "/x", "not a directory", index.ErrNotDir},
 		{".statefs/stats.json", "not found", index.ErrNotFound}, // the daemon's, not the store's
 	} {
-		_, err := control.Inspect(f.S, c.path)
+		_, err := f.S.Inspect(c.path)
 		if err == nil || !strings.Contains(err.Error(), c.says) || (c.is != nil && !errors.Is(err, c.is)) {
 			t.Errorf("Inspect(%q) = %v, want an error saying %q", c.path, err, c.says)
 		}
@@ -348,9 +349,9 @@ func TestInspectRefuses(t *testing.T) {
 // shares add up to the chunk store's size plus the staging files'.
 func TestDU(t *testing.T) {
 	f := buildStore(t)
-	var unique, shared, sparse, inline, exec, root, stage *control.Inspection
+	var unique, shared, sparse, inline, exec, root, stage *store.Inspection
 	for _, x := range []struct {
-		in **control.Inspection
+		in **store.Inspection
 		p  string
 	}{{&unique, uniqueA}, {&shared, sharedA}, {&sparse, sparseA}, {&inline, inlineA}, {&exec, execF}, {&root, rootF}, {&stage, stageA}} {
 		*x.in = f.inspect(x.p)
@@ -361,14 +362,14 @@ func TestDU(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	du := f.du(control.ByJob)
+	du := f.du(store.ByJob)
 	if len(du.Groups) != 4 {
 		t.Fatalf("groups %+v, want A, B, (no job), (unowned)", du.Groups)
 	}
 	a, b := du.Groups[0], du.Groups[1]
-	wantA := control.GroupUsage{Group: jobA, Files: 5,
+	wantA := store.GroupUsage{Group: jobA, Files: 5,
 		LogicalBytes: sharedSize + uniqueSize + sparseSize + stageSize + inlineSize}
-	wantB := control.GroupUsage{Group: jobB, Files: 1, LogicalBytes: sharedSize}
+	wantB := store.GroupUsage{Group: jobB, Files: 1, LogicalBytes: sharedSize}
 	// A and B each pay half of the shared chunks, the odd bytes to A (first
 	// in name order: jid_aaa… before jid_bbb…).
 	var halfA, halfB int64
@@ -377,17 +378,17 @@ func TestDU(t *testing.T) {
 	}
 	wantA.PhysicalBytes = f.diskBytes(unique) + f.diskBytes(sparse) + stageSize + halfA
 	wantB.PhysicalBytes = halfB
-	for _, c := range []struct{ got, want control.GroupUsage }{
+	for _, c := range []struct{ got, want store.GroupUsage }{
 		{a, wantA},
 		{b, wantB},
-		{du.Groups[2], control.GroupUsage{Group: "(no job)", Files: 1, LogicalBytes: execSize, PhysicalBytes: f.objectSize(exec)}},
-		{du.Groups[3], control.GroupUsage{Group: "(unowned)", Files: 1, LogicalBytes: rootSize}},
+		{du.Groups[2], store.GroupUsage{Group: "(no job)", Files: 1, LogicalBytes: execSize, PhysicalBytes: f.objectSize(exec)}},
+		{du.Groups[3], store.GroupUsage{Group: "(unowned)", Files: 1, LogicalBytes: rootSize}},
 	} {
 		if c.got != c.want {
 			t.Errorf("group %+v, want %+v", c.got, c.want)
 		}
 	}
-	total := control.GroupUsage{Group: "total", Files: 8, LogicalBytes: stats.LogicalBytes, PhysicalBytes: stats.PhysicalBytes}
+	total := store.GroupUsage{Group: "total", Files: 8, LogicalBytes: stats.LogicalBytes, PhysicalBytes: stats.PhysicalBytes}
 	if du.Total != total || du.UnreferencedBytes != 0 || du.MissingChunks != 0 {
 		t.Errorf("total %+v, unreferenced %d, missing %d; want %+v (the store's stats), 0, 0",
 			du.Total, du.UnreferencedBytes, du.MissingChunks, total)
@@ -397,15 +398,15 @@ func TestDU(t *testing.T) {
 			stats.PhysicalBytes, stats.ChunkBytes, stats.ObjectFiles, stats.ObjectBytes)
 	}
 
-	byExec := f.du(control.ByExecutor)
-	wantExec := []control.GroupUsage{
+	byExec := f.du(store.ByExecutor)
+	wantExec := []store.GroupUsage{
 		{Group: "tm-1", Files: 7, LogicalBytes: total.LogicalBytes - rootSize, PhysicalBytes: total.PhysicalBytes},
 		{Group: "(unowned)", Files: 1, LogicalBytes: rootSize},
 	}
 	if len(byExec.Groups) != 2 || byExec.Groups[0] != wantExec[0] || byExec.Groups[1] != wantExec[1] || byExec.Total != total {
 		t.Errorf("by executor: %+v, total %+v; want %+v, total %+v", byExec.Groups, byExec.Total, wantExec, total)
 	}
-	byAlloc := f.du(control.ByAllocation)
+	byAlloc := f.du(store.ByAllocation)
 	if len(byAlloc.Groups) != 3 || byAlloc.Groups[0].Group != alloc || byAlloc.Groups[1].Group != "(no allocation)" || byAlloc.Groups[0].Files != 6 {
 		t.Errorf("by allocation: %+v; want %s with 6 files, (no allocation), (unowned)", byAlloc.Groups, alloc)
 	}
@@ -415,7 +416,7 @@ func TestDU(t *testing.T) {
 	f.Remove(sharedB)
 	f.Remove(linkA)
 	f.Remove(uniqueA)
-	after := f.du(control.ByJob)
+	after := f.du(store.ByJob)
 	if len(after.Groups) != 3 || after.Groups[0].PhysicalBytes != f.diskBytes(sparse)+stageSize+sharedDisk {
 		t.Errorf("after removing B's copy: %+v; want A alone paying the %d shared bytes", after.Groups, sharedDisk)
 	}
@@ -428,7 +429,7 @@ func TestDU(t *testing.T) {
 		t.Errorf("%s after its copy went: sharing %+v, want all %d bytes unique", sharedA, *s, sharedSize)
 	}
 
-	if _, err := control.DU(f.S, "vertex"); err == nil || !strings.Contains(err.Error(), "vertex") {
+	if _, err := f.S.DU("vertex"); err == nil || !strings.Contains(err.Error(), "vertex") {
 		t.Errorf(`DU(by "vertex") = %v, want an error naming it`, err)
 	}
 }
@@ -455,11 +456,11 @@ func TestInspectThroughDaemon(t *testing.T) {
 			t.Errorf("client.Inspect(%s) = %s\nwant %s", p, got, want)
 		}
 	}
-	du, err := client.DU(ctx, control.ByJob)
+	du, err := client.DU(ctx, store.ByJob)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := asJSON(t, du), asJSON(t, f.du(control.ByJob)); got != want {
+	if got, want := asJSON(t, du), asJSON(t, f.du(store.ByJob)); got != want {
 		t.Errorf("client.DU = %s\nwant %s", got, want)
 	}
 	if _, err := client.Inspect(ctx, "../x"); err == nil || !strings.Contains(err.Error(), "'..'") {
@@ -495,7 +496,7 @@ func TestDUCountsAFileOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	du := f.du(control.ByJob)
+	du := f.du(store.ByJob)
 	if len(du.Groups) != 1 || du.Groups[0].Files != 1 || du.Groups[0].LogicalBytes != int64(len(data)) {
 		t.Fatalf("du by job: %+v; want job %s with 1 file of %d bytes", du.Groups, jobA, len(data))
 	}

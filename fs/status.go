@@ -36,10 +36,8 @@ type Status struct {
 // Status reports the filesystem's current state.
 func (f *FS) Status() (Status, error) {
 	s := Status{Store: f.store.Dir, Passthrough: f.opts.Passthrough, DiskFull: f.store.Full()}
-	err := f.store.Index.View(func(tx *index.Tx) (err error) {
-		s.SealBacklog, err = tx.CountStaging()
-		return err
-	})
+	backlog, err := f.store.SealBacklog()
+	s.SealBacklog = backlog
 	f.mu.Lock()
 	s.OpenFiles = len(f.files)
 	s.KernelInodes = len(f.kernelKnows)
@@ -77,13 +75,12 @@ func (f *FS) newStatusDir(ctx context.Context, parent *gofs.Inode) *gofs.Inode {
 	return dir
 }
 
+// jobs is what jobs.json shows: the store's job records, [] for none.
 func (f *FS) jobs() ([]*index.Job, error) {
-	jobs := []*index.Job{}
-	err := f.store.Index.View(func(tx *index.Tx) error {
-		js, err := tx.Jobs()
-		jobs = append(jobs, js...)
-		return err
-	})
+	jobs, err := f.store.Jobs()
+	if jobs == nil {
+		jobs = []*index.Job{}
+	}
 	return jobs, err
 }
 

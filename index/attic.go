@@ -23,8 +23,6 @@ const (
 	AtticHeld    = "held"
 )
 
-func atticKey(name string) []byte { return append([]byte{prefixAttic}, name...) }
-
 // Attic returns the attic directory name, making it first if create is set;
 // ErrNotFound if it does not exist and create is not set. Like the root,
 // an attic directory has no name and is its own parent.
@@ -89,7 +87,7 @@ func (tx *Tx) heldTreeGone(dir *Inode, name string) error {
 // AtticInos lists the inode numbers of the attic directories that exist.
 func (tx *Tx) AtticInos() ([]uint64, error) {
 	var inos []uint64
-	err := tx.scan([]byte{prefixAttic}, true, func(_, v []byte) (bool, error) {
+	err := tx.scan(kindPrefix(prefixAttic), true, func(_, v []byte) (bool, error) {
 		if len(v) == 8 {
 			inos = append(inos, binary.BigEndian.Uint64(v))
 		}
@@ -208,8 +206,6 @@ type Hold struct {
 	Dropping string `json:"dropping,omitempty"` // why
 }
 
-func holdKey(id string) []byte { return append([]byte{prefixHold}, id...) }
-
 // HoldPending moves directory name out of pending directory dir (the path
 // it had in the tree is h.Path) into the held directory under h.ID, and
 // records h. h's Ino, jobs, executor, files and bytes are filled in here.
@@ -298,7 +294,7 @@ func (tx *Tx) Hold(id string) (*Hold, error) {
 // Holds lists every hold in id order, which is the order they were made.
 func (tx *Tx) Holds() ([]*Hold, error) {
 	var hs []*Hold
-	err := tx.scan([]byte{prefixHold}, true, func(_, v []byte) (bool, error) {
+	err := tx.scan(kindPrefix(prefixHold), true, func(_, v []byte) (bool, error) {
 		h := &Hold{}
 		if err := json.Unmarshal(v, h); err != nil {
 			return false, err

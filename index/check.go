@@ -49,7 +49,7 @@ const (
 // scanAll calls fn with a copy of each key (and value) under the one-byte
 // prefix p. Check reads whole key ranges this way.
 func (tx *Tx) scanAll(p byte, fn func(key, value []byte)) error {
-	return tx.scan([]byte{p}, true, func(k, v []byte) (bool, error) {
+	return tx.scan(kindPrefix(p), true, func(k, v []byte) (bool, error) {
 		fn(bytes.Clone(k), v)
 		return true, nil
 	})
@@ -59,7 +59,7 @@ func (tx *Tx) scanAll(p byte, fn func(key, value []byte)) error {
 func (db *DB) CountInodes() (int, error) {
 	n := 0
 	err := db.View(func(tx *Tx) error {
-		return tx.scan([]byte{prefixInode}, false, func([]byte, []byte) (bool, error) {
+		return tx.scan(kindPrefix(prefixInode), false, func([]byte, []byte) (bool, error) {
 			n++
 			return true, nil
 		})
@@ -170,11 +170,11 @@ func (c *checker) load(tx *Tx) error {
 		fn     func(k, v []byte)
 	}{
 		{prefixInode, func(k, v []byte) {
-			if len(k) != 9 {
+			ino, ok := keyIno(k)
+			if !ok {
 				c.add(ProblemInode, "inode key %x has the wrong length", k)
 				return
 			}
-			ino := binary.BigEndian.Uint64(k[1:])
 			n, err := unmarshalInode(ino, v)
 			if err != nil {
 				c.add(ProblemInode, "%v", err)
@@ -183,12 +183,12 @@ func (c *checker) load(tx *Tx) error {
 			c.inodes[ino] = n
 		}},
 		{prefixDirent, func(k, v []byte) {
-			if len(k) < 10 {
+			parent, name, ok := keyInoName(k)
+			if !ok || name == "" {
 				c.add(ProblemDanglingDirent, "dirent key %x has no name", k)
 				return
 			}
-			parent := binary.BigEndian.Uint64(k[1:])
-			d, err := decodeDirent(string(k[9:]), v)
+			d, err := decodeDirent(name, v)
 			if err != nil {
 				c.add(ProblemDanglingDirent, "in directory %d: %v", parent, err)
 				return
@@ -198,11 +198,11 @@ func (c *checker) load(tx *Tx) error {
 			c.holders[d.Ino] = append(c.holders[d.Ino], parent)
 		}},
 		{prefixManifest, func(k, v []byte) {
-			if len(k) != 9 {
+			ino, ok := keyIno(k)
+			if !ok {
 				c.add(ProblemManifest, "manifest key %x has the wrong length", k)
 				return
 			}
-			ino := binary.BigEndian.Uint64(k[1:])
 			m, err := manifest.Unmarshal(v)
 			if err != nil {
 				c.add(ProblemManifest, "manifest of inode %d: %v", ino, err)
@@ -211,11 +211,12 @@ func (c *checker) load(tx *Tx) error {
 			c.manifests[ino] = m
 		}},
 		{prefixXattr, func(k, _ []byte) {
-			if len(k) < 9 {
+			ino, _, ok := keyInoName(k)
+			if !ok {
 				c.add(ProblemXattr, "xattr key %x is too short", k)
 				return
 			}
-			xattrs = append(xattrs, binary.BigEndian.Uint64(k[1:]))
+			xattrs = append(xattrs, ino)
 		}},
 		{prefixChunk, func(k, v []byte) {
 			h, ok := keyHash(k)
@@ -257,25 +258,27 @@ func (c *checker) load(tx *Tx) error {
 			}
 		}},
 		{prefixStaging, func(k, v []byte) {
-			if len(k) != 9 || len(v) != 8 {
+			id, ok := keyIno(k)
+			if !ok || len(v) != 8 {
 				c.add(ProblemStagingRef, "staging reference %x = %x is corrupt", k, v)
 				return
 			}
-			c.staging[binary.BigEndian.Uint64(k[1:])] = binary.BigEndian.Uint64(v)
+			c.staging[id] = binary.BigEndian.Uint64(v)
 		}},
 		{prefixOrphan, func(k, _ []byte) {
-			if len(k) != 9 {
+			ino, ok := keyIno(k)
+			if !ok {
 				c.add(ProblemOrphan, "orphan key %x has the wrong length", k)
 				return
 			}
-			c.orphans[binary.BigEndian.Uint64(k[1:])] = true
+			c.orphans[ino] = true
 		}},
 		{prefixOwner, func(k, v []byte) {
-			if len(k) != 9 {
+			id, ok := keyIno(k)
+			if !ok {
 				c.add(ProblemOwner, "owner key %x has the wrong length", k)
 				return
 			}
-			id := binary.BigEndian.Uint64(k[1:])
 			o, err := decodeOwner(v)
 			if err != nil {
 				c.add(ProblemOwner, "owner %d: %v", id, err)
@@ -285,29 +288,30 @@ func (c *checker) load(tx *Tx) error {
 		}},
 		{prefixIDByOwner, func(k, v []byte) {
 			if len(v) != 8 {
-				c.add(ProblemOwner, "owner number of %x is corrupt", k[1:])
+				c.add(ProblemOwner, "owner number of %x is corrupt", keyString(k))
 				return
 			}
-			c.ownerIDs[string(k[1:])] = binary.BigEndian.Uint64(v)
+			c.ownerIDs[keyString(k)] = binary.BigEndian.Uint64(v)
 		}},
 		{prefixJobRoot, func(k, _ []byte) {
-			if len(k) < 10 || k[len(k)-9] != 0 {
+			job, ino, ok := keyRoot(k)
+			if !ok {
 				c.add(ProblemJobRoot, "job root key %x is corrupt", k)
 				return
 			}
-			c.roots = append(c.roots, jobRoot{job: string(k[1 : len(k)-9]), ino: binary.BigEndian.Uint64(k[len(k)-8:])})
+			c.roots = append(c.roots, jobRoot{job: job, ino: ino})
 		}},
 		{prefixAttic, func(k, v []byte) {
 			if len(v) != 8 {
-				c.add(ProblemInode, "attic directory %q record %x is corrupt", k[1:], v)
+				c.add(ProblemInode, "attic directory %q record %x is corrupt", keyString(k), v)
 				return
 			}
-			c.attic[string(k[1:])] = binary.BigEndian.Uint64(v)
+			c.attic[keyString(k)] = binary.BigEndian.Uint64(v)
 		}},
 		{prefixHold, func(k, v []byte) {
 			h := &Hold{}
-			if err := json.Unmarshal(v, h); err != nil || h.ID != string(k[1:]) {
-				c.add(ProblemHold, "hold record %q does not decode or names another hold: %s", k[1:], v)
+			if err := json.Unmarshal(v, h); err != nil || h.ID != keyString(k) {
+				c.add(ProblemHold, "hold record %q does not decode or names another hold: %s", keyString(k), v)
 				return
 			}
 			c.holds[h.ID] = h
@@ -315,17 +319,17 @@ func (c *checker) load(tx *Tx) error {
 		{prefixJob, func(k, v []byte) {
 			var j Job
 			if err := json.Unmarshal(v, &j); err != nil {
-				c.add(ProblemJob, "job record %q: %v", k[1:], err)
-			} else if j.ID != string(k[1:]) {
-				c.add(ProblemJob, "job record %q holds job %q", k[1:], j.ID)
+				c.add(ProblemJob, "job record %q: %v", keyString(k), err)
+			} else if j.ID != keyString(k) {
+				c.add(ProblemJob, "job record %q holds job %q", keyString(k), j.ID)
 			}
 		}},
 		{prefixExecutor, func(k, v []byte) {
 			var e Executor
 			if err := json.Unmarshal(v, &e); err != nil {
-				c.add(ProblemExecutor, "executor record %q: %v", k[1:], err)
-			} else if e.ID != string(k[1:]) {
-				c.add(ProblemExecutor, "executor record %q holds executor %q", k[1:], e.ID)
+				c.add(ProblemExecutor, "executor record %q: %v", keyString(k), err)
+			} else if e.ID != keyString(k) {
+				c.add(ProblemExecutor, "executor record %q holds executor %q", keyString(k), e.ID)
 			}
 		}},
 	}
@@ -340,15 +344,6 @@ func (c *checker) load(tx *Tx) error {
 		}
 	}
 	return nil
-}
-
-func keyHash(k []byte) (cas.Hash, bool) {
-	var h cas.Hash
-	if len(k) != 1+len(h) {
-		return h, false
-	}
-	copy(h[:], k[1:])
-	return h, true
 }
 
 func typeName(mode uint32) string {
@@ -717,8 +712,8 @@ func sortedKeys[K interface{ ~uint64 | ~string }, V any](m map[K]V) []K {
 func (tx *Tx) StagingRefs() (map[uint64]uint64, error) {
 	refs := map[uint64]uint64{}
 	err := tx.scanAll(prefixStaging, func(k, v []byte) {
-		if len(k) == 9 && len(v) == 8 {
-			refs[binary.BigEndian.Uint64(k[1:])] = binary.BigEndian.Uint64(v)
+		if id, ok := keyIno(k); ok && len(v) == 8 {
+			refs[id] = binary.BigEndian.Uint64(v)
 		}
 	})
 	return refs, err

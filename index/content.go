@@ -160,8 +160,10 @@ func (tx *Tx) StagingInode(id uint64) (uint64, error) {
 // Orphans lists the inodes that lost their last name while open.
 func (tx *Tx) Orphans() ([]uint64, error) {
 	var inos []uint64
-	err := tx.scan([]byte{prefixOrphan}, false, func(k, _ []byte) (bool, error) {
-		inos = append(inos, binary.BigEndian.Uint64(k[1:]))
+	err := tx.scan(kindPrefix(prefixOrphan), false, func(k, _ []byte) (bool, error) {
+		if ino, ok := keyIno(k); ok {
+			inos = append(inos, ino)
+		}
 		return true, nil
 	})
 	return inos, err
@@ -215,7 +217,7 @@ func (tx *Tx) Reap(ino uint64) (staging uint64, err error) {
 // CountStaging is the number of files whose content waits in staging.
 func (tx *Tx) CountStaging() (int, error) {
 	n := 0
-	err := tx.scan([]byte{prefixStaging}, false, func([]byte, []byte) (bool, error) {
+	err := tx.scan(kindPrefix(prefixStaging), false, func([]byte, []byte) (bool, error) {
 		n++
 		return true, nil
 	})
@@ -228,7 +230,7 @@ func (tx *Tx) CountStaging() (int, error) {
 // thousands, more than one badger transaction holds. Marks added meanwhile
 // may stay; the next sweep finds their chunks anyway, by walking them all.
 func (db *DB) ForgetGarbage() error {
-	prefix := []byte{prefixGarbage}
+	prefix := kindPrefix(prefixGarbage)
 	from := prefix
 	for {
 		var keys [][]byte

@@ -68,12 +68,12 @@ func storedVerdict(name string) Verdict {
 // DeleteJob removes the record of job id.
 func (tx *Tx) DeleteJob(id string) error {
 	tx.db.notes.forget()
-	return tx.del(append([]byte{prefixJob}, id...))
+	return tx.del(jobKey(id))
 }
 
 // Job reads the record of job id; ErrNotFound if the index has none.
 func (tx *Tx) Job(id string) (*Job, error) {
-	b, err := tx.get(append([]byte{prefixJob}, id...))
+	b, err := tx.get(jobKey(id))
 	if err != nil {
 		return nil, err
 	}
@@ -87,13 +87,13 @@ func (tx *Tx) PutJob(j *Job) error {
 	if err != nil {
 		return err
 	}
-	return tx.set(append([]byte{prefixJob}, j.ID...), b)
+	return tx.set(jobKey(j.ID), b)
 }
 
 // Jobs lists every job record, ordered by id.
 func (tx *Tx) Jobs() ([]*Job, error) {
 	var jobs []*Job
-	err := tx.scan([]byte{prefixJob}, true, func(_, v []byte) (bool, error) {
+	err := tx.scan(kindPrefix(prefixJob), true, func(_, v []byte) (bool, error) {
 		j := &Job{}
 		if err := json.Unmarshal(v, j); err != nil {
 			return false, err
@@ -114,7 +114,7 @@ type Executor struct {
 
 // Executor reads the record of executor id; ErrNotFound if none.
 func (tx *Tx) Executor(id string) (*Executor, error) {
-	b, err := tx.get(append([]byte{prefixExecutor}, id...))
+	b, err := tx.get(executorKey(id))
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (tx *Tx) Executor(id string) (*Executor, error) {
 // Executors lists every executor record, ordered by id.
 func (tx *Tx) Executors() ([]*Executor, error) {
 	var es []*Executor
-	err := tx.scan([]byte{prefixExecutor}, true, func(_, v []byte) (bool, error) {
+	err := tx.scan(kindPrefix(prefixExecutor), true, func(_, v []byte) (bool, error) {
 		e := &Executor{}
 		if err := json.Unmarshal(v, e); err != nil {
 			return false, err
@@ -139,7 +139,7 @@ func (tx *Tx) Executors() ([]*Executor, error) {
 // DeleteExecutor removes the record of executor id.
 func (tx *Tx) DeleteExecutor(id string) error {
 	tx.db.notes.forget()
-	return tx.del(append([]byte{prefixExecutor}, id...))
+	return tx.del(executorKey(id))
 }
 
 func (tx *Tx) noteExecutorWrite(o owner.Owner, now int64) error {
@@ -158,7 +158,7 @@ func (tx *Tx) noteExecutorWrite(o owner.Owner, now int64) error {
 	if err != nil {
 		return err
 	}
-	return tx.set(append([]byte{prefixExecutor}, e.ID...), b)
+	return tx.set(executorKey(e.ID), b)
 }
 
 // NoteWrite records that state owned by o was written at now: the job's

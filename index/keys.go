@@ -1,32 +1,161 @@
 package index
 
-// Every kind of record the index keeps is a key prefix, one byte, listed
-// here and nowhere else. Integers in keys are big-endian so that keys sort
-// by number; "0" is a zero byte that ends a string.
-const (
-	prefixVersion = 'v' // nothing -> FormatVersion, one byte
-	prefixSeq     = 'q' // name -> badger sequence (inode numbers, staging ids, owner ids)
+import (
+	"encoding/binary"
 
-	prefixInode    = 'i' // ino -> Inode
-	prefixDirent   = 'd' // parent ino, name -> child ino, mode, when the name was made
-	prefixXattr    = 'x' // ino, name -> value
-	prefixOrphan   = 'o' // ino -> nothing: unlinked while open
-	prefixStaging  = 's' // staging id -> ino
-	prefixManifest = 'm' // ino -> manifest.Manifest
-	prefixChunk    = 'c' // chunk hash -> reference count
-	prefixGarbage  = 'z' // chunk hash -> nothing: its count fell to zero
-
-	prefixObject     = 'O' // object hash -> reference count: the manifests that are the object
-	prefixTree       = 'T' // object hash -> its verification tree (cas.Tree)
-	prefixQuarantine = 'Q' // object hash -> Quarantine as JSON: the scrub found it damaged
-
-	prefixOwner        = 'w' // owner id -> encoded owner.Owner
-	prefixIDByOwner    = 'W' // encoded owner.Owner -> owner id
-	prefixJobRoot      = 'r' // job id, 0, ino -> nothing: an inode the job owns under one it does not
-	prefixExecutorRoot = 'e' // resource id, 0, ino -> nothing: the same for an executor
-	prefixJob          = 'J' // job id -> Job as JSON
-	prefixExecutor     = 'E' // resource id -> Executor as JSON
-
-	prefixAttic = 'a' // attic directory name -> ino
-	prefixHold  = 'h' // hold id -> Hold as JSON
+	"github.com/statefs/statefs/cas"
 )
+
+// The keys of the index, each kind of record a one-byte prefix. Integers
+// are big-endian so that keys sort by number; "0" is a zero byte that ends
+// a string. The functions below are the only place a key is built or
+// taken apart.
+//
+//	v                       -> FormatVersion, one byte                        versionKey
+//	q name                  -> badger sequence (ino, staging, owner)          seqKey
+//
+//	i ino                   -> Inode                                          inoKey, keyIno
+//	d parent-ino name       -> Dirent: child ino, mode, when the name was made inoNameKey, keyInoName
+//	x ino name              -> an extended attribute's value                  inoNameKey, keyInoName
+//	o ino                   -> nothing: unlinked while open                   inoKey, keyIno
+//	s staging-id            -> ino                                            inoKey, keyIno
+//	m ino                   -> manifest.Manifest                              inoKey, keyIno
+//	c chunk-hash            -> reference count                                hashKey, keyHash
+//	z chunk-hash            -> nothing: its count fell to zero                hashKey, keyHash
+//
+//	O object-hash           -> reference count: the manifests that are it     hashKey, keyHash
+//	T object-hash           -> its verification tree (cas.Tree)               hashKey, keyHash
+//	Q object-hash           -> Quarantine as JSON: the scrub found it damaged hashKey, keyHash
+//
+//	w owner-id              -> encoded owner.Owner                            inoKey, keyIno
+//	W encoded-owner         -> owner id                                       idByOwnerKey, keyString
+//	r job-id 0 ino          -> nothing: a job root (an inode the job owns under one it does not)
+//	                                                                          rootKey, rootsPrefix, keyRoot
+//	e resource-id 0 ino     -> nothing: the same for an executor              rootKey, rootsPrefix, keyRoot
+//	J job-id                -> Job as JSON                                    jobKey, keyString
+//	E resource-id           -> Executor as JSON                               executorKey, keyString
+//
+//	a attic-directory-name  -> ino                                            atticKey, keyString
+//	h hold-id               -> Hold as JSON                                   holdKey, keyString
+//
+// A scan of every key of one kind starts at kindPrefix.
+const (
+	prefixVersion = 'v'
+	prefixSeq     = 'q'
+
+	prefixInode    = 'i'
+	prefixDirent   = 'd'
+	prefixXattr    = 'x'
+	prefixOrphan   = 'o'
+	prefixStaging  = 's'
+	prefixManifest = 'm'
+	prefixChunk    = 'c'
+	prefixGarbage  = 'z'
+
+	prefixObject     = 'O'
+	prefixTree       = 'T'
+	prefixQuarantine = 'Q'
+
+	prefixOwner        = 'w'
+	prefixIDByOwner    = 'W'
+	prefixJobRoot      = 'r'
+	prefixExecutorRoot = 'e'
+	prefixJob          = 'J'
+	prefixExecutor     = 'E'
+
+	prefixAttic = 'a'
+	prefixHold  = 'h'
+)
+
+// kindPrefix is the prefix of every key of kind prefix.
+func kindPrefix(prefix byte) []byte { return []byte{prefix} }
+
+func versionKey() []byte { return []byte{prefixVersion} }
+
+func seqKey(name string) []byte { return append([]byte{prefixSeq}, name...) }
+
+// inoKey is a key of a number: an inode's, a staging id's or an owner id's.
+// With prefixDirent or prefixXattr it is the prefix of a directory's
+// entries or an inode's attributes.
+func inoKey(prefix byte, ino uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], ino)
+	return k
+}
+
+// keyIno is the number of an inoKey; false if k is not 9 bytes long.
+func keyIno(k []byte) (uint64, bool) {
+	if len(k) != 9 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[1:]), true
+}
+
+// inoNameKey is a key of a number and a name: a directory entry's or an
+// extended attribute's.
+func inoNameKey(prefix byte, ino uint64, name string) []byte {
+	k := make([]byte, 9, 9+len(name))
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], ino)
+	return append(k, name...)
+}
+
+// keyInoName takes an inoNameKey apart; false if k is shorter than an
+// inoKey. The name may be empty.
+func keyInoName(k []byte) (uint64, string, bool) {
+	if len(k) < 9 {
+		return 0, "", false
+	}
+	return binary.BigEndian.Uint64(k[1:9]), string(k[9:]), true
+}
+
+// hashKey is the key of a chunk or an object by its hash.
+func hashKey(prefix byte, h []byte) []byte { return append([]byte{prefix}, h...) }
+
+// keyHash is the hash of a hashKey; false if k is not of a hash's length.
+func keyHash(k []byte) (cas.Hash, bool) {
+	var h cas.Hash
+	if len(k) != 1+len(h) {
+		return h, false
+	}
+	copy(h[:], k[1:])
+	return h, true
+}
+
+func idByOwnerKey(encoded []byte) []byte { return append([]byte{prefixIDByOwner}, encoded...) }
+
+func jobKey(id string) []byte { return append([]byte{prefixJob}, id...) }
+
+func executorKey(id string) []byte { return append([]byte{prefixExecutor}, id...) }
+
+func atticKey(name string) []byte { return append([]byte{prefixAttic}, name...) }
+
+func holdKey(id string) []byte { return append([]byte{prefixHold}, id...) }
+
+// keyString is what follows the prefix of a key of a string: a sequence's
+// name, an encoded owner, a job, executor or hold id, an attic directory's
+// name.
+func keyString(k []byte) string { return string(k[1:]) }
+
+// rootKey is the key of inode ino as a root of job or executor id (prefix
+// prefixJobRoot or prefixExecutorRoot).
+func rootKey(prefix byte, id string, ino uint64) []byte {
+	return binary.BigEndian.AppendUint64(rootsPrefix(prefix, id), ino)
+}
+
+// rootsPrefix is the prefix of the root keys of one job or executor.
+func rootsPrefix(prefix byte, id string) []byte {
+	return append(append([]byte{prefix}, id...), 0)
+}
+
+func jobRootKey(job string, ino uint64) []byte { return rootKey(prefixJobRoot, job, ino) }
+
+// keyRoot takes a rootKey apart; false if it has no zero byte before its
+// ino.
+func keyRoot(k []byte) (id string, ino uint64, ok bool) {
+	if len(k) < 10 || k[len(k)-9] != 0 {
+		return "", 0, false
+	}
+	return string(k[1 : len(k)-9]), binary.BigEndian.Uint64(k[len(k)-8:]), true
+}

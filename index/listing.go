@@ -1,7 +1,6 @@
 package index
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -134,10 +133,14 @@ func byName(d Dirent, name string) int { return strings.Compare(d.Name, name) }
 // noteDirent records, for the listings cache, a set (value non-nil) or a
 // delete of key, if it is a directory entry's.
 func (tx *Tx) noteDirent(key, value []byte) {
-	if tx.db.listings == nil || len(key) < 9 || key[0] != prefixDirent {
+	if tx.db.listings == nil || len(key) == 0 || key[0] != prefixDirent {
 		return
 	}
-	c := direntChange{dir: binary.BigEndian.Uint64(key[1:9]), name: string(key[9:])}
+	dir, name, ok := keyInoName(key)
+	if !ok {
+		return
+	}
+	c := direntChange{dir: dir, name: name}
 	if value != nil {
 		d, err := decodeDirent(c.name, value)
 		c.d, c.corrupt = &d, err != nil

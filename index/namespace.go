@@ -78,9 +78,9 @@ func (tx *Tx) ReadDir(dir uint64, fn func(Dirent) bool) error {
 // ReadDirFrom is ReadDir from the first name not before from, in the
 // names' byte order.
 func (tx *Tx) ReadDirFrom(dir uint64, from string, fn func(Dirent) bool) error {
-	prefix := inoKey(prefixDirent, dir)
-	return tx.scanFrom(prefix, inoNameKey(prefixDirent, dir, from), true, func(k, v []byte) (bool, error) {
-		d, err := decodeDirent(string(k[len(prefix):]), v)
+	return tx.scanFrom(inoKey(prefixDirent, dir), inoNameKey(prefixDirent, dir, from), true, func(k, v []byte) (bool, error) {
+		_, name, _ := keyInoName(k)
+		d, err := decodeDirent(name, v)
 		if err != nil {
 			return false, err
 		}

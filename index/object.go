@@ -116,7 +116,7 @@ func (db *DB) Quarantine(h cas.Hash, why string) (bool, error) {
 // QuarantinedObjects lists the objects marked damaged, sorted.
 func (tx *Tx) QuarantinedObjects() ([]cas.Hash, error) {
 	var hs []cas.Hash
-	err := tx.scan([]byte{prefixQuarantine}, false, func(k, _ []byte) (bool, error) {
+	err := tx.scan(kindPrefix(prefixQuarantine), false, func(k, _ []byte) (bool, error) {
 		if h, ok := keyHash(k); ok {
 			hs = append(hs, h)
 		}
@@ -129,7 +129,7 @@ func (tx *Tx) QuarantinedObjects() ([]cas.Hash, error) {
 func (db *DB) UsedObjects() ([]cas.Hash, error) {
 	var used []cas.Hash
 	err := db.View(func(tx *Tx) error {
-		return tx.scan([]byte{prefixObject}, false, func(k, _ []byte) (bool, error) {
+		return tx.scan(kindPrefix(prefixObject), false, func(k, _ []byte) (bool, error) {
 			if h, ok := keyHash(k); ok {
 				used = append(used, h)
 			}

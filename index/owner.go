@@ -55,7 +55,7 @@ func (tx *Tx) OwnerID(o owner.Owner) (uint64, error) {
 		return 0, nil
 	}
 	enc := encodeOwner(o)
-	key := append([]byte{prefixIDByOwner}, enc...)
+	key := idByOwnerKey(enc)
 	v, err := tx.get(key)
 	if err == nil {
 		if len(v) != 8 {
@@ -89,19 +89,12 @@ func (tx *Tx) Owner(id uint64) (owner.Owner, error) {
 	return decodeOwner(b)
 }
 
-func rootKey(prefix byte, id string, ino uint64) []byte {
-	k := append([]byte{prefix}, id...)
-	k = append(k, 0)
-	return binary.BigEndian.AppendUint64(k, ino)
-}
-
-func jobRootKey(job string, ino uint64) []byte { return rootKey(prefixJobRoot, job, ino) }
-
 func (tx *Tx) roots(prefix byte, id string) ([]uint64, error) {
-	p := append(append([]byte{prefix}, id...), 0)
 	var inos []uint64
-	err := tx.scan(p, false, func(k, _ []byte) (bool, error) {
-		inos = append(inos, binary.BigEndian.Uint64(k[len(p):]))
+	err := tx.scan(rootsPrefix(prefix, id), false, func(k, _ []byte) (bool, error) {
+		if _, ino, ok := keyRoot(k); ok {
+			inos = append(inos, ino)
+		}
 		return true, nil
 	})
 	return inos, err

@@ -43,7 +43,8 @@ func (db *DB) DamagedFiles(lost, lostObject func(cas.Hash) bool) ([]DamagedFile,
 	err := db.View(func(tx *Tx) error {
 		byIno := map[uint64]*DamagedFile{}
 		err := tx.scanAll(prefixManifest, func(k, v []byte) {
-			if len(k) != 9 {
+			ino, ok := keyIno(k)
+			if !ok {
 				return // index.Check reports it
 			}
 			m, err := manifest.Unmarshal(v)
@@ -52,14 +53,14 @@ func (db *DB) DamagedFiles(lost, lostObject func(cas.Hash) bool) ([]DamagedFile,
 			}
 			var d *DamagedFile
 			if m.Object != nil && lostObject(*m.Object) {
-				d = &DamagedFile{Ino: binary.BigEndian.Uint64(k[1:]), Size: m.Size, Object: m.Object}
+				d = &DamagedFile{Ino: ino, Size: m.Size, Object: m.Object}
 			}
 			for _, e := range m.Extents {
 				if !lost(e.Hash) {
 					continue
 				}
 				if d == nil {
-					d = &DamagedFile{Ino: binary.BigEndian.Uint64(k[1:]), Size: m.Size}
+					d = &DamagedFile{Ino: ino, Size: m.Size}
 				}
 				d.Lost = append(d.Lost, e)
 			}
@@ -97,7 +98,7 @@ func (tx *Tx) paths(want map[uint64]*DamagedFile) (map[uint64][]string, error) {
 	queue := []dir{{RootIno, ""}}
 	err := tx.scanAll(prefixAttic, func(k, v []byte) {
 		if len(v) == 8 {
-			queue = append(queue, dir{binary.BigEndian.Uint64(v), "attic:" + string(k[1:])})
+			queue = append(queue, dir{binary.BigEndian.Uint64(v), "attic:" + keyString(k)})
 		}
 	})
 	if err != nil {

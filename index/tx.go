@@ -1,7 +1,6 @@
 package index
 
 import (
-	"encoding/binary"
 	"errors"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -30,24 +29,6 @@ func (tx *Tx) droppedStaging(id uint64) {
 		tx.OnCommit(func() { tx.db.stagingDropped(id) })
 	}
 }
-
-func inoKey(prefix byte, ino uint64) []byte {
-	k := make([]byte, 9)
-	k[0] = prefix
-	binary.BigEndian.PutUint64(k[1:], ino)
-	return k
-}
-
-func inoNameKey(prefix byte, ino uint64, name string) []byte {
-	k := make([]byte, 9, 9+len(name))
-	k[0] = prefix
-	binary.BigEndian.PutUint64(k[1:], ino)
-	return append(k, name...)
-}
-
-func hashKey(prefix byte, h []byte) []byte { return append([]byte{prefix}, h...) }
-func seqKey(name string) []byte            { return append([]byte{prefixSeq}, name...) }
-func versionKey() []byte                   { return []byte{prefixVersion} }
 
 func (tx *Tx) get(key []byte) ([]byte, error) {
 	item, err := tx.txn.Get(key)

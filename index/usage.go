@@ -23,7 +23,7 @@ type Usage struct {
 // Usage scans the index once.
 func (tx *Tx) Usage() (Usage, error) {
 	var u Usage
-	err := tx.scan([]byte{prefixInode}, true, func(k, v []byte) (bool, error) {
+	err := tx.scan(kindPrefix(prefixInode), true, func(k, v []byte) (bool, error) {
 		n, err := unmarshalInode(0, v)
 		if err != nil {
 			return false, err
@@ -71,7 +71,7 @@ func (tx *Tx) Usage() (Usage, error) {
 		{prefixGarbage, func(_, _ []byte) error { u.GarbageMarks++; return nil }},
 	}
 	for _, c := range counts {
-		err := tx.scan([]byte{c.prefix}, c.prefix == prefixChunk || c.prefix == prefixObject, func(k, v []byte) (bool, error) {
+		err := tx.scan(kindPrefix(c.prefix), c.prefix == prefixChunk || c.prefix == prefixObject, func(k, v []byte) (bool, error) {
 			return true, c.fn(k, v)
 		})
 		if err != nil {

@@ -1,9 +1,6 @@
 package index
 
-import (
-	"encoding/binary"
-	"sync"
-)
+import "sync"
 
 // Xattr reads extended attribute name of inode ino; ErrNotFound if unset.
 func (tx *Tx) Xattr(ino uint64, name string) ([]byte, error) {
@@ -31,9 +28,9 @@ func (tx *Tx) RemoveXattr(ino uint64, name string) error {
 
 // Xattrs calls fn with the name of each extended attribute of inode ino.
 func (tx *Tx) Xattrs(ino uint64, fn func(name string)) error {
-	prefix := inoKey(prefixXattr, ino)
-	return tx.scan(prefix, false, func(k, _ []byte) (bool, error) {
-		fn(string(k[len(prefix):]))
+	return tx.scan(inoKey(prefixXattr, ino), false, func(k, _ []byte) (bool, error) {
+		_, name, _ := keyInoName(k)
+		fn(name)
 		return true, nil
 	})
 }
@@ -61,9 +58,9 @@ func (x *xattrInos) add(ino uint64) {
 func (x *xattrInos) load(db *DB) error {
 	inos := map[uint64]struct{}{}
 	err := db.View(func(tx *Tx) error {
-		return tx.scan([]byte{prefixXattr}, false, func(k, _ []byte) (bool, error) {
-			if len(k) >= 9 {
-				inos[binary.BigEndian.Uint64(k[1:])] = struct{}{}
+		return tx.scan(kindPrefix(prefixXattr), false, func(k, _ []byte) (bool, error) {
+			if ino, _, ok := keyInoName(k); ok {
+				inos[ino] = struct{}{}
 			}
 			return true, nil
 		})

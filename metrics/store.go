@@ -140,13 +140,11 @@ func (c *storeCollector) scan() (storeScan, time.Time) {
 	var scan storeScan
 	scan.stats, scan.err = c.store.Stats()
 	if scan.err == nil {
-		scan.err = c.store.Index.View(func(tx *index.Tx) error {
-			jobs, err := tx.Jobs()
-			for _, j := range jobs {
-				scan.jobs[j.Verdict]++ // a record decodes to one of the three
-			}
-			return err
-		})
+		var jobs []*index.Job
+		jobs, scan.err = c.store.Jobs()
+		for _, j := range jobs {
+			scan.jobs[j.Verdict]++ // a record decodes to one of the three
+		}
 	}
 	c.scanned, c.took, c.last = time.Now(), time.Since(start), scan
 	return scan, c.scanned

@@ -21,7 +21,7 @@ func duCommand() *cli.Command {
 			"it, plus unsealed files' staging files, so that the shares add up to what the store holds.",
 		Flags: []cli.Flag{
 			storeFlag(),
-			&cli.StringFlag{Name: "by", Value: string(control.ByJob), Usage: "group by `job`, executor or allocation"},
+			&cli.StringFlag{Name: "by", Value: string(store.ByJob), Usage: "group by `job`, executor or allocation"},
 			jsonFlag(),
 		},
 		OnUsageError: usageError,
@@ -33,9 +33,9 @@ func duCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			var du *control.DiskUsage
+			var du *store.DiskUsage
 			err = readStore(c,
-				func(s *store.Store) (err error) { du, err = control.DU(s, opts.By); return err },
+				func(s *store.Store) (err error) { du, err = s.DU(opts.By); return err },
 				func(d *control.Client) (err error) { du, err = d.DU(c.Context, opts.By); return err })
 			if err != nil {
 				return err
@@ -72,12 +72,12 @@ func duCommand() *cli.Command {
 
 // duOptions are du's flags; the store is --store (readStore).
 type duOptions struct {
-	By   control.Grouping
+	By   store.Grouping
 	JSON bool
 }
 
 func newDUOptions(c *cli.Context) (duOptions, error) {
-	by, err := control.ParseGrouping(c.String("by"))
+	by, err := store.ParseGrouping(c.String("by"))
 	if err != nil {
 		return duOptions{}, fmt.Errorf("%w: --by: %w", errUsage, err)
 	}

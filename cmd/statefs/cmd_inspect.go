@@ -26,12 +26,12 @@ func inspectCommand() *cli.Command {
 				return fmt.Errorf("%w: inspect takes one PATH, relative to the mount root (flags first: statefs inspect --store DIR PATH)", errUsage)
 			}
 			path := c.Args().First()
-			if err := control.CheckPath(path); err != nil {
+			if err := store.CheckPath(path); err != nil {
 				return err
 			}
-			var in *control.Inspection
+			var in *store.Inspection
 			err := readStore(c,
-				func(s *store.Store) (err error) { in, err = control.Inspect(s, path); return err },
+				func(s *store.Store) (err error) { in, err = s.Inspect(path); return err },
 				func(d *control.Client) (err error) { in, err = d.Inspect(c.Context, path); return err })
 			if err != nil {
 				return err
@@ -46,7 +46,7 @@ func inspectCommand() *cli.Command {
 	}
 }
 
-func printInspection(w io.Writer, in *control.Inspection) error {
+func printInspection(w io.Writer, in *store.Inspection) error {
 	line := func(key, format string, a ...any) { fmt.Fprintf(w, "%-9s"+format+"\n", append([]any{key}, a...)...) }
 	line("path", "%s", in.Path)
 	line("inode", "%d", in.Ino)
@@ -128,7 +128,7 @@ func timestamp(t time.Time) string {
 }
 
 // describeOwner puts an owner on one line: its level and its ids.
-func describeOwner(o control.Owner) string {
+func describeOwner(o store.InspectedOwner) string {
 	var ids []string
 	for _, id := range []struct{ name, v string }{
 		{"executor", o.Executor}, {"allocation", o.Allocation}, {"job", o.Job},
@@ -139,7 +139,7 @@ func describeOwner(o control.Owner) string {
 		}
 	}
 	if len(ids) == 0 {
-		return control.GroupUnowned
+		return store.GroupUnowned
 	}
 	return o.Level + ": " + strings.Join(ids, ", ")
 }

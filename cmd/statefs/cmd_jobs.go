@@ -25,7 +25,7 @@ func jobsCommand() *cli.Command {
 			}
 			var jobs []*index.Job
 			err := readStore(c,
-				func(s *store.Store) (err error) { jobs, err = control.Jobs(s); return err },
+				func(s *store.Store) (err error) { jobs, err = s.Jobs(); return err },
 				func(d *control.Client) (err error) { jobs, err = d.Jobs(c.Context); return err })
 			if err != nil {
 				return err
