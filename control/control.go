@@ -1,7 +1,11 @@
-// Package control is the daemon's control socket: a small HTTP API with
-// JSON bodies on a unix socket in the store directory (mode 0600, so only
-// the store's owner reaches it), and the client the CLI uses to run gc and
-// give verdicts on a store that a daemon is serving.
+// Package control is the daemon's control socket and the operations behind
+// it. The socket is a small HTTP API with JSON bodies on a unix socket in
+// the store directory (mode 0600, and only root and the daemon's user are
+// accepted), served by Server while a daemon holds the store. The CLI
+// talks to it through Client when a daemon serves the store, and runs the
+// same operations itself (SetVerdict, Restore, Holds; the collector and
+// scrubs) when none does. Reports (jobs, inspect, du) are the store's
+// (store/report.go); the socket only serves them.
 package control
 
 import (
@@ -116,15 +120,8 @@ func Holds(s *store.Store) ([]*index.Hold, error) {
 	return hs, err
 }
 
-// Jobs lists the job records of the store.
-func Jobs(s *store.Store) ([]*index.Job, error) {
-	var jobs []*index.Job
-	err := s.Index.View(func(tx *index.Tx) (err error) {
-		jobs, err = tx.Jobs()
-		return err
-	})
-	return jobs, err
-}
+// Jobs lists the job records of the store (store.Store.Jobs).
+func Jobs(s *store.Store) ([]*index.Job, error) { return s.Jobs() }
 
 // Filesystem is what the control socket needs of the mounted filesystem:
 // removals for the collector that keep the kernel's caches right, and
