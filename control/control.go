@@ -361,7 +361,7 @@ func (s *Server) CollectEvery(ctx context.Context, interval time.Duration, req G
 		}
 		s.gcMu.Lock()
 		c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.FS}
-		report, err := c.Run(ctx, false)
+		report, err := c.Run(ctx)
 		s.gcMu.Unlock()
 		if s.Collected != nil {
 			s.Collected(report, err)
@@ -395,8 +395,17 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.FS}
-	report, err := c.Run(r.Context(), req.DryRun)
-	if s.Collected != nil && !req.DryRun {
+	if req.DryRun {
+		plan, err := c.Plan(r.Context())
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		reply(w, plan.Report(), nil)
+		return
+	}
+	report, err := c.Run(r.Context())
+	if s.Collected != nil {
 		s.Collected(report, err)
 	}
 	reply(w, report, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -368,6 +369,42 @@ func TestCollectKeepsStateWrittenAfterVerdict(t *testing.T) {
 	f.check()
 }
 
+// The execution checks each planned name again as it removes it: a file
+// written between the plan and its execution stays, with the directories
+// above it in the job's tree, and so does the job's record; the rest of
+// the plan is carried out.
+func TestCollectExecutionChecksEachNameAgain(t *testing.T) {
+	f := newFixture(t)
+	f.build(gcTree...)
+	time.Sleep(time.Millisecond)
+	f.sayGone(jobA, time.Now())
+	col := f.collector()
+	plan, err := col.Plan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := plan.Report().Collected
+	if len(planned) != 1 || planned[0].Kept != 0 {
+		t.Fatalf("planned %s, want all of job A", collected(planned))
+	}
+	late := chkA3 + "/db/000001.sst"
+	f.write(flinkid.Expand(late), []byte("written after the plan"), false)
+	r, err := col.Execute(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kept: the file, db, chk_3, vtx_0 and jid_A above it.
+	const kept = 5
+	if len(r.Collected) != 1 || r.Collected[0].Kept != kept || r.Collected[0].Names != planned[0].Names-kept {
+		t.Errorf("executed %s, planned %s; want %d names fewer removed, kept", collected(r.Collected), collected(planned), kept)
+	}
+	f.lookup(late)
+	if j, err := f.job(jobA); err != nil || j.Verdict != index.VerdictGone {
+		t.Errorf("job A = %+v, %v; want its record kept while it has state", j, err)
+	}
+	f.check()
+}
+
 func TestCollectDryRun(t *testing.T) {
 	f := newFixture(t)
 	f.buildReused()
@@ -378,8 +415,15 @@ func TestCollectDryRun(t *testing.T) {
 		chunks = append(chunks, f.chunks(p)...)
 	}
 	col := f.collector()
+	recorded, err := f.job(jobA)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dry := f.run(col, true)
 	f.checkPaths("after a dry run", before)
+	if j, err := f.job(jobA); err != nil || !reflect.DeepEqual(j, recorded) {
+		t.Errorf("a dry run changed job A's record from %+v to %+v (%v)", recorded, j, err)
+	}
 	for _, h := range chunks {
 		if !f.hasChunk(h) {
 			t.Errorf("a dry run removed chunk %s", h)
@@ -571,7 +615,7 @@ func TestCollectAfterFileRenameInJob(t *testing.T) {
 			if !c.afterVerdict {
 				f.sayGone(jobA, time.Now())
 			}
-			if _, err := f.collector().Run(context.Background(), false); err != nil {
+			if _, err := f.collector().Run(context.Background()); err != nil {
 				t.Errorf("Run: %v", err)
 			}
 			f.checkPaths("after collecting A", want)

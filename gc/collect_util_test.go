@@ -179,11 +179,19 @@ func (f *fixture) sayGone(job string, at time.Time) {
 	}
 }
 
+// run runs c, or with dryRun only plans and reports the plan.
 func (f *fixture) run(c *gc.Collector, dryRun bool) gc.Report {
 	f.T.Helper()
-	r, err := c.Run(context.Background(), dryRun)
+	if dryRun {
+		p, err := c.Plan(context.Background())
+		if err != nil {
+			f.T.Fatalf("Plan: %v", err)
+		}
+		return p.Report()
+	}
+	r, err := c.Run(context.Background())
 	if err != nil {
-		f.T.Fatalf("Run(dryRun=%v): %v", dryRun, err)
+		f.T.Fatalf("Run: %v", err)
 	}
 	return r
 }

@@ -375,7 +375,7 @@ func (h *Holder) dropExpired(now time.Time) error {
 			return err
 		}
 		kept = kept[1:]
-		if _, err := h.store.Sweep(false); err != nil {
+		if _, err := h.store.Sweep(); err != nil {
 			return err
 		}
 	}

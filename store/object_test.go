@@ -221,7 +221,7 @@ func TestOpenUnsharesAStagingFileLinkedAsAnObject(t *testing.T) {
 			t.Fatal("a write of the staging file changed the object")
 		}
 	}
-	sw, err := s.Sweep(false)
+	sw, err := s.Sweep()
 	must(t, err)
 	if sw.Objects != 1 {
 		t.Errorf("sweep removed %d objects, want the one no file is", sw.Objects)

@@ -12,7 +12,7 @@ import (
 	"github.com/statefs/statefs/internal/crashpoint"
 )
 
-// Swept is what a sweep removed (or, dry, would remove).
+// Swept is what a sweep removed, or would remove (Unreferenced).
 type Swept struct {
 	Chunks  int
 	Objects int
@@ -36,43 +36,82 @@ type Swept struct {
 // its commit, so a reference it took is pinned or in the index. Staging
 // files and open readers hold no chunk references, and sealed content is
 // read only through manifests, which hold them.
-func (s *Store) Sweep(dryRun bool) (Swept, error) {
+func (s *Store) Sweep() (Swept, error) {
 	s.sweeping.Lock()
 	defer s.sweeping.Unlock()
-	var candidates []cas.Hash
-	err := s.Index.View(func(tx *index.Tx) error {
-		return s.chunks.Hashes(func(h cas.Hash) error {
-			refs, err := tx.ChunkRefs(h)
-			if err == nil && refs == 0 {
-				candidates = append(candidates, h)
-			}
-			return err
-		})
+	var chunks, objects []cas.Hash
+	err := s.Index.View(func(tx *index.Tx) (err error) {
+		chunks, objects, err = s.unreferenced(tx)
+		return err
 	})
 	if err != nil {
-		return Swept{}, fmt.Errorf("sweeping chunks: %w", err)
+		return Swept{}, fmt.Errorf("sweeping: %w", err)
 	}
 	var swept Swept
-	for len(candidates) > 0 {
-		n := min(len(candidates), sweepBatch)
-		if err := s.sweepBatch(contentFiles{dir: s.chunks, guard: &s.guard}, candidates[:n], dryRun, &swept); err != nil {
+	for len(chunks) > 0 {
+		n := min(len(chunks), sweepBatch)
+		if err := s.sweepBatch(contentFiles{dir: s.chunks, guard: &s.guard}, chunks[:n], &swept); err != nil {
 			return swept, fmt.Errorf("sweeping chunks: %w", err)
 		}
-		candidates = candidates[n:]
+		chunks = chunks[n:]
 	}
-	if err := s.sweepObjects(dryRun, &swept); err != nil {
-		return swept, fmt.Errorf("sweeping objects: %w", err)
+	for len(objects) > 0 {
+		n := min(len(objects), sweepBatch)
+		if err := s.sweepBatch(contentFiles{s.objects, &s.objectGuard, true}, objects[:n], &swept); err != nil {
+			return swept, fmt.Errorf("sweeping objects: %w", err)
+		}
+		objects = objects[n:]
 	}
-	if !dryRun {
-		crashpoint.Hit(crashpoint.SweepBeforeForget)
-		err = s.Index.ForgetGarbage()
+	crashpoint.Hit(crashpoint.SweepBeforeForget)
+	if err := s.Index.ForgetGarbage(); err != nil {
+		return swept, err
 	}
-	if err == nil && !dryRun {
-		// Collections delete manifests; the large ones live in badger's
-		// value log, which keeps their space until it is collected too.
-		err = s.Index.RunValueLogGC()
+	// Collections delete manifests; the large ones live in badger's value
+	// log, which keeps their space until it is collected too.
+	return swept, s.Index.RunValueLogGC()
+}
+
+// Unreferenced is what a sweep would free now, as tx sees the references:
+// the chunk and object files no manifest refers to. It changes nothing.
+func (s *Store) Unreferenced(tx *index.Tx) (Swept, error) {
+	var u Swept
+	chunks, objects, err := s.unreferenced(tx)
+	for _, h := range chunks {
+		if size, err := s.chunks.Size(h); err == nil {
+			u.Chunks++
+			u.Bytes += size
+		}
 	}
-	return swept, err
+	for _, h := range objects {
+		if size, err := s.objects.Size(h); err == nil {
+			u.Objects++
+			u.Bytes += size
+		}
+	}
+	return u, err
+}
+
+// unreferenced lists the chunk and object files whose reference count in
+// tx is zero.
+func (s *Store) unreferenced(tx *index.Tx) (chunks, objects []cas.Hash, err error) {
+	err = s.chunks.Hashes(func(h cas.Hash) error {
+		refs, err := tx.ChunkRefs(h)
+		if err == nil && refs == 0 {
+			chunks = append(chunks, h)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	err = s.objects.Hashes(func(h cas.Hash) error {
+		refs, err := tx.ObjectRefs(h)
+		if err == nil && refs == 0 {
+			objects = append(objects, h)
+		}
+		return err
+	})
+	return chunks, objects, err
 }
 
 // sweepBatch is how many chunks Sweep dooms and removes at once.
@@ -89,29 +128,9 @@ type contentFiles struct {
 	object bool
 }
 
-// sweepObjects removes the objects no file is.
-func (s *Store) sweepObjects(dryRun bool, swept *Swept) error {
-	var candidates []cas.Hash
-	err := s.Index.View(func(tx *index.Tx) error {
-		return s.objects.Hashes(func(h cas.Hash) error {
-			refs, err := tx.ObjectRefs(h)
-			if err == nil && refs == 0 {
-				candidates = append(candidates, h)
-			}
-			return err
-		})
-	})
-	for err == nil && len(candidates) > 0 {
-		n := min(len(candidates), sweepBatch)
-		err = s.sweepBatch(contentFiles{s.objects, &s.objectGuard, true}, candidates[:n], dryRun, swept)
-		candidates = candidates[n:]
-	}
-	return err
-}
-
 // sweepBatch removes the candidates that are still unreferenced and
 // unpinned; seals that want one of them wait until it is removed.
-func (s *Store) sweepBatch(files contentFiles, candidates []cas.Hash, dryRun bool, swept *Swept) error {
+func (s *Store) sweepBatch(files contentFiles, candidates []cas.Hash, swept *Swept) error {
 	doomed, err := files.guard.doom(s.Index, candidates)
 	if err != nil {
 		return err
@@ -135,12 +154,10 @@ func (s *Store) sweepBatch(files contentFiles, candidates []cas.Hash, dryRun boo
 			if err != nil {
 				return err
 			}
-			if !dryRun {
-				if err := files.dir.Remove(h); err != nil {
-					return err
-				}
-				crashpoint.Hit(crashpoint.SweepChunkRemoved)
+			if err := files.dir.Remove(h); err != nil {
+				return err
 			}
+			crashpoint.Hit(crashpoint.SweepChunkRemoved)
 			mu.Lock()
 			if files.object {
 				swept.Objects++

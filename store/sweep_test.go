@@ -104,7 +104,7 @@ func TestSweepRacingDedupingWriters(t *testing.T) {
 	}
 	wg.Go(func() {
 		for time.Now().Before(deadline) {
-			sw, err := s.Sweep(false)
+			sw, err := s.Sweep()
 			if err != nil {
 				errs <- fmt.Errorf("sweep: %w", err)
 				return
@@ -188,7 +188,7 @@ func TestSweepWaitsOutADedupingSeal(t *testing.T) {
 			}
 		})
 	})
-	if _, err := s.Sweep(false); err != nil {
+	if _, err := s.Sweep(); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-sealed; err != nil {
@@ -239,7 +239,7 @@ func TestSweepRunsBesideAnUncommittedSeal(t *testing.T) {
 	}
 	done := make(chan store.Swept, 1)
 	go func() {
-		sw, err := s.Sweep(false)
+		sw, err := s.Sweep()
 		if err != nil {
 			t.Error(err)
 		}

@@ -22,7 +22,7 @@ func gcCommand() *cli.Command {
 		Name:  "gc",
 		Usage: "remove the state of jobs confirmed gone, then chunks nothing refers to",
 		Flags: slices.Concat([]cli.Flag{storeFlag()}, collectorFlags(), []cli.Flag{
-			&cli.BoolFlag{Name: "dry-run", Usage: "print what would be removed and why, remove nothing"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the collector's plan (what it would remove and why, and what that frees), change nothing"},
 			jsonFlag(),
 		}),
 		OnUsageError: usageError,
@@ -85,11 +85,18 @@ func runGC(c *cli.Context) error {
 	err = onStore(c,
 		func(s *store.Store) (err error) {
 			col := &gc.Collector{Store: s, Oracles: req.Oracles(), Grace: req.Grace}
+			plan, err := col.Plan(c.Context)
+			if err != nil || req.DryRun {
+				if err == nil {
+					report = plan.Report()
+				}
+				return err
+			}
 			if bar := progress(c, opts.JSON, "removing"); bar != nil {
 				col.Removed = func() { bar.Add(1) }
 				defer bar.Finish()
 			}
-			report, err = col.Run(c.Context, req.DryRun)
+			report, err = col.Execute(c.Context, plan)
 			return err
 		},
 		func(d *control.Client) (err error) { report, err = d.GC(c.Context, req); return err })

@@ -1,0 +1,225 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/crashpoint"
+	"github.com/statefs/statefs/store"
+)
+
+// Execute carries out plan p: it records p's verdicts, removes each tree
+// whose verdict still holds, then sweeps. Before each job's tree it asks
+// the oracles again (DESIGN invariant 4: Gone again right before the
+// deletion), and before each name it checks the name again, as the index
+// is now: still the inode planned, still made and written before the
+// verdict, a directory still empty. Anything else stays, counted as kept.
+// It reports what it removed, counted as the plan counts (tally), and
+// what the sweep and the removals freed.
+func (c *Collector) Execute(ctx context.Context, p *Plan) (Report, error) {
+	r := Report{Verdicts: p.Verdicts}
+	// Objects freed meanwhile by the executor's own removals count too.
+	freedBefore, freedBytesBefore := c.Store.Freed()
+	for _, v := range p.Verdicts {
+		if err := c.record(v); err != nil && !errors.Is(err, index.ErrNotFound) {
+			return r, err
+		}
+	}
+	x := execution{c: c, removed: map[uint64]uint32{}}
+	var done []*tree
+	for _, t := range p.trees {
+		ok, err := x.tree(ctx, t)
+		if err != nil {
+			return r, err
+		}
+		if ok {
+			done = append(done, t)
+		}
+	}
+	tally(done)
+	for _, t := range done {
+		r.Collected = append(r.Collected, t.Candidate)
+	}
+	r.Orphans = x.orphans
+	var err error
+	if r.Swept, err = c.Store.Sweep(); err != nil {
+		return r, err
+	}
+	// An object goes with the last file that is it, not in the sweep.
+	objects, bytes := c.Store.Freed()
+	r.Swept.Objects += objects - freedBefore
+	r.Swept.Bytes += bytes - freedBytesBefore
+	r.Took = c.now().Sub(p.at)
+	return r, nil
+}
+
+// execution is the state of one Execute: how many names of each inode it
+// removed, and the orphans it left.
+type execution struct {
+	c       *Collector
+	removed map[uint64]uint32
+	orphans Orphans
+}
+
+// tree removes what t planned, if its verdict still holds, and reports
+// whether it did; t's removals become those made. A job's record goes with
+// its last name, an executor's with its tree.
+func (x *execution) tree(ctx context.Context, t *tree) (bool, error) {
+	if t.Executor == "" {
+		v, err := x.c.Judge(ctx, t.Job.ID) // right before the deletion
+		if errors.Is(err, index.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil || v.Verdict != index.VerdictGone {
+			return false, err
+		}
+		t.Verdict = v
+	} else {
+		var gone bool
+		err := x.c.Store.Index.View(func(tx *index.Tx) error {
+			e, err := tx.Executor(t.Executor)
+			if err == nil {
+				gone, err = executorGone(tx, e, t.since, nil)
+			}
+			return err
+		})
+		if errors.Is(err, index.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil || !gone {
+			return false, err
+		}
+	}
+	made := t.removals[:0]
+	for _, r := range t.removals {
+		ok, err := x.remove(&r, t.since)
+		if err != nil {
+			return false, fmt.Errorf("collecting %s: %w", t.what(), err)
+		}
+		if ok {
+			made = append(made, r)
+		} else {
+			t.Kept++
+		}
+	}
+	t.removals = made
+	if t.Kept > 0 {
+		return true, nil
+	}
+	if t.Executor != "" {
+		return true, x.c.Store.Index.Update(func(tx *index.Tx) error {
+			left, err := tx.ExecutorRoots(t.Executor)
+			if err != nil || len(left) > 0 {
+				return err
+			}
+			return tx.DeleteExecutor(t.Executor)
+		})
+	}
+	crashpoint.Hit(crashpoint.GCBeforeJobDelete)
+	err := x.c.Store.Index.Update(func(tx *index.Tx) error {
+		left, err := tx.JobRoots(t.Job.ID)
+		if err != nil || len(left) > 0 {
+			return err
+		}
+		return tx.DeleteJob(t.Job.ID)
+	})
+	return true, err
+}
+
+// what names t's owner in an error.
+func (t *tree) what() string {
+	if t.Executor != "" {
+		return "executor " + t.Executor
+	}
+	return "job " + t.Job.ID
+}
+
+// remove removes r's name if it still is what the plan saw: the same
+// inode, made and written before since, a directory empty. It keeps r's
+// link count right for tally: the inode's names now plus those this run
+// removed.
+func (x *execution) remove(r *removal, since int64) (bool, error) {
+	still := false
+	err := x.c.Store.Index.View(func(tx *index.Tx) error {
+		d, err := tx.Lookup(r.dir, r.name)
+		if err != nil || d.Ino != r.ino {
+			return err
+		}
+		n, err := tx.Inode(d.Ino)
+		if err != nil {
+			return err
+		}
+		written, size := x.c.written(n)
+		if r.byName {
+			written = max(written, d.Born)
+		}
+		empty := true
+		if n.IsDir() {
+			if empty, err = tx.IsEmpty(n.Ino); err != nil {
+				return err
+			}
+		}
+		still = empty && written < since
+		r.nlink, r.size = n.Nlink+x.removed[n.Ino], size
+		return nil
+	})
+	if errors.Is(err, index.ErrNotFound) || (err == nil && !still) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	orphan, err := x.c.remover().Remove(r.dir, r.name)
+	if errors.Is(err, index.ErrNotFound) || errors.Is(err, index.ErrNotEmpty) {
+		return false, nil // changed since the check
+	}
+	if err != nil {
+		return false, err
+	}
+	if !r.isDir {
+		x.removed[r.ino]++
+	}
+	if orphan {
+		x.orphans.Files++
+		x.orphans.Bytes += r.size
+	}
+	crashpoint.Hit(crashpoint.GCInodeRemoved)
+	if x.c.Removed != nil {
+		x.c.Removed()
+	}
+	return true, nil
+}
+
+// Remover removes one name, a file or an empty directory, from directory
+// dir, each removal one transaction. A file whose last name it was goes
+// with it, content and all, unless a handle has it open: it then reports
+// an orphan. The daemon's filesystem is one: it also keeps the kernel's
+// caches and open files right.
+type Remover interface {
+	Remove(dir uint64, name string) (orphan bool, err error)
+}
+
+func (c *Collector) remover() Remover {
+	if c.Remover != nil {
+		return c.Remover
+	}
+	return offline{c.Store}
+}
+
+// offline removes names straight in the index of a store no daemon serves:
+// no file is open, so an inode that loses its last name goes at once.
+type offline struct{ s *store.Store }
+
+func (o offline) Remove(dir uint64, name string) (bool, error) {
+	err := o.s.Index.Update(func(tx *index.Tx) error {
+		left, err := tx.Remove(dir, name)
+		if err != nil || left == nil || left.Nlink > 0 {
+			return err
+		}
+		_, err = tx.Reap(left.Ino)
+		return err
+	})
+	return false, err
+}

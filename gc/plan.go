@@ -1,0 +1,350 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/store"
+)
+
+// Plan is what a run of the collector removes and what that frees, decided
+// from one snapshot of the index: the verdicts as the oracles give them
+// now, and for each job gone for the grace period, and each executor tree
+// every job of which goes, the names to remove, children before their
+// directory. Making a plan changes nothing; Execute carries it out,
+// checking each verdict and each name again as it removes; a dry run
+// prints it (Report).
+type Plan struct {
+	Verdicts []JobVerdict
+	trees    []*tree
+	// frees is what the sweep after the removals would free: the chunks
+	// and objects unreferenced now, and those whose every reference is
+	// held by files that lose their last name.
+	frees store.Swept
+	at    time.Time     // when planning began
+	took  time.Duration // how long planning took
+}
+
+// tree is one job's state, or one executor's tree, that a plan removes.
+type tree struct {
+	Candidate
+	since    int64 // names made, and content written, from then on stay
+	removals []removal
+}
+
+// removal is one name a plan removes, with what it knew of its inode.
+type removal struct {
+	dir   uint64
+	name  string
+	ino   uint64
+	isDir bool
+	nlink uint32 // the inode's names; a run removing as many frees it
+	size  int64  // logical bytes of a file
+	// byName: the name's own time (Dirent.Born) counts as a write; not in
+	// the attic, where names are moved by held deletes, not made by the
+	// executor.
+	byName bool
+}
+
+// Report is what executing p would do: its verdicts, its trees with what
+// they remove, and what the sweep would free.
+func (p *Plan) Report() Report {
+	r := Report{Verdicts: p.Verdicts, Swept: p.frees, Took: p.took}
+	for _, t := range p.trees {
+		r.Collected = append(r.Collected, t.Candidate)
+	}
+	return r
+}
+
+// Plan judges every job the index knows and plans the collection of the
+// collectable ones (gone for the grace period) and of the executor trees
+// they leave behind. It records nothing: the verdicts are recorded when the
+// plan is executed.
+func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
+	p := &Plan{at: c.now()}
+	var jobs []*index.Job
+	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
+		jobs, err = tx.Jobs()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	records := map[string]*index.Job{}
+	for _, j := range jobs {
+		v, err := c.ask(ctx, j.ID)
+		if errors.Is(err, index.ErrNotFound) {
+			continue // collected or forgotten meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		judged(j, v)
+		records[j.ID] = j
+		p.Verdicts = append(p.Verdicts, v)
+	}
+	now := c.now()
+	err = c.Store.Index.View(func(tx *index.Tx) error {
+		w := walk{c: c, tx: tx, planned: map[dirent]bool{}}
+		collected := map[string]bool{} // the jobs whose record goes
+		for _, v := range p.Verdicts {
+			j := records[v.Job]
+			if !j.Gone() || now.Sub(time.Unix(0, j.Since)) < c.Grace {
+				continue
+			}
+			t := &tree{Candidate: Candidate{Job: *j, Verdict: v}, since: j.Since}
+			roots, err := tx.JobRoots(j.ID)
+			if err != nil {
+				return err
+			}
+			if err := w.roots(roots, t); err != nil {
+				return fmt.Errorf("planning the collection of job %s: %w", j.ID, err)
+			}
+			collected[j.ID] = t.Kept == 0
+			p.trees = append(p.trees, t)
+		}
+		executors, err := w.executors(now.Add(-c.Grace).UnixNano(), collected)
+		if err != nil {
+			return err
+		}
+		p.trees = append(p.trees, executors...)
+		tally(p.trees)
+		p.frees, err = c.frees(tx, p.trees)
+		return err
+	})
+	p.took = c.now().Sub(p.at)
+	return p, err
+}
+
+// dirent is one name: directory and name.
+type dirent struct {
+	dir  uint64
+	name string
+}
+
+// walk plans removals in one snapshot of the index; planned are the
+// names a tree planned before (an executor's tree holds its jobs' trees).
+type walk struct {
+	c       *Collector
+	tx      *index.Tx
+	planned map[dirent]bool
+}
+
+// roots plans the removal of the directories roots, and everything below
+// them made and written before t.since, into t.
+func (w *walk) roots(roots []uint64, t *tree) error {
+	for _, ino := range roots {
+		root, err := w.tx.Inode(ino)
+		if errors.Is(err, index.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !root.IsDir() {
+			return errors.New("only directories are job roots the collector removes")
+		}
+		attic, err := w.tx.InAttic(root.Parent)
+		if err != nil {
+			return err
+		}
+		name, err := w.tx.NameIn(root.Parent, ino)
+		if errors.Is(err, index.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := w.entry(dirent{root.Parent, name}, !attic, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entry plans the removal of name in dir (and, for a directory, of its
+// subtree) if its content was written and, with byName, the name made
+// before t.since, and reports whether it goes. In the attic names are
+// judged by their content alone: the executor makes no names there, and a
+// name's time there says only when held deletes moved it aside, which may
+// follow the verdict (Flink clearing a gone job's slots before the verdict
+// was recorded) without making it new state.
+func (w *walk) entry(e dirent, byName bool, t *tree) (bool, error) {
+	if w.planned[e] {
+		return true, nil
+	}
+	d, err := w.tx.Lookup(e.dir, e.name)
+	if errors.Is(err, index.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	n, err := w.tx.Inode(d.Ino)
+	if err != nil {
+		return false, err
+	}
+	empty := true
+	if n.IsDir() {
+		var children []string
+		err := w.tx.ReadDir(d.Ino, func(c index.Dirent) bool { children = append(children, c.Name); return true })
+		if err != nil {
+			return false, err
+		}
+		for _, name := range children {
+			gone, err := w.entry(dirent{d.Ino, name}, byName, t)
+			if err != nil {
+				return false, err
+			}
+			empty = empty && gone
+		}
+	}
+	written, size := w.c.written(n)
+	if byName {
+		written = max(written, d.Born)
+	}
+	if !empty || written >= t.since {
+		t.Kept++
+		return false, nil
+	}
+	w.planned[e] = true
+	t.removals = append(t.removals, removal{dir: e.dir, name: e.name, ino: n.Ino, isDir: n.IsDir(),
+		nlink: n.Nlink, size: size, byName: byName})
+	return true, nil
+}
+
+// executors plans the removal of the trees (tm_<resource-id>) of executors
+// that held jobs, every one of them collected (or, in collected, collected
+// by this plan), and that nothing has written since cutoff: the trees of
+// TaskManagers whose resource id never comes back. What was written since
+// stays.
+func (w *walk) executors(cutoff int64, collected map[string]bool) ([]*tree, error) {
+	executors, err := w.tx.Executors()
+	if err != nil {
+		return nil, err
+	}
+	var trees []*tree
+	for _, e := range executors {
+		gone, err := executorGone(w.tx, e, cutoff, collected)
+		if err != nil || !gone {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		t := &tree{Candidate: Candidate{Executor: e.ID}, since: cutoff}
+		roots, err := w.tx.ExecutorRoots(e.ID)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.roots(roots, t); err != nil {
+			return nil, fmt.Errorf("planning the collection of executor %s: %w", e.ID, err)
+		}
+		trees = append(trees, t)
+	}
+	return trees, nil
+}
+
+// executorGone reports whether every job executor e held is collected (its
+// record goes with its last state: a job whose id came back keeps its
+// record, and so its executor's tree stays), or collected[job] says it
+// will be, and nothing wrote to the tree since cutoff.
+func executorGone(tx *index.Tx, e *index.Executor, cutoff int64, collected map[string]bool) (bool, error) {
+	if len(e.Jobs) == 0 || e.LastWrite >= cutoff {
+		return false, nil
+	}
+	for _, id := range e.Jobs {
+		_, err := tx.Job(id)
+		if errors.Is(err, index.ErrNotFound) || collected[id] {
+			continue
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// tally counts what each tree's removals remove: the names, and the files
+// whose last name they are, with their bytes. A file counts in the tree
+// whose removal brings the names removed in the run to its link count.
+// Both a plan and an executed run count with it.
+func tally(trees []*tree) {
+	removed := map[uint64]uint32{}
+	for _, t := range trees {
+		t.Names, t.Files, t.Bytes = 0, 0, 0
+		for _, r := range t.removals {
+			t.Names++
+			if r.isDir {
+				continue
+			}
+			removed[r.ino]++
+			if removed[r.ino] == r.nlink {
+				t.Files++
+				t.Bytes += r.size
+			}
+		}
+	}
+}
+
+// frees is what a sweep would free once trees are removed: the chunk and
+// object files no manifest refers to now, and those whose every reference
+// is held by files that lose their last name (their content goes with
+// them; staging content is no chunk's).
+func (c *Collector) frees(tx *index.Tx, trees []*tree) (store.Swept, error) {
+	freed, err := c.Store.Unreferenced(tx)
+	if err != nil {
+		return freed, err
+	}
+	removed, nlink := map[uint64]uint32{}, map[uint64]uint32{}
+	for _, t := range trees {
+		for _, r := range t.removals {
+			if !r.isDir {
+				removed[r.ino]++
+				nlink[r.ino] = r.nlink
+			}
+		}
+	}
+	chunks, objects := map[cas.Hash]uint64{}, map[cas.Hash]uint64{}
+	for ino, names := range removed {
+		if names < nlink[ino] {
+			continue // a name stays
+		}
+		m, err := tx.Manifest(ino)
+		if errors.Is(err, index.ErrNotFound) {
+			continue // staging content, or none
+		}
+		if err != nil {
+			return freed, err
+		}
+		for _, e := range m.Extents {
+			chunks[e.Hash]++
+		}
+		if m.Object != nil {
+			objects[*m.Object]++
+		}
+	}
+	for h, drop := range objects {
+		refs, err := tx.ObjectRefs(h)
+		if err != nil {
+			return freed, err
+		}
+		if size, err := c.Store.ObjectSize(h); refs <= drop && err == nil {
+			freed.Objects++
+			freed.Bytes += size
+		}
+	}
+	for h, drop := range chunks {
+		refs, err := tx.ChunkRefs(h)
+		if err != nil {
+			return freed, err
+		}
+		if size, err := c.Store.ChunkSize(h); refs <= drop && err == nil {
+			freed.Chunks++
+			freed.Bytes += size
+		}
+	}
+	return freed, nil
+}
