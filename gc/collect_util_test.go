@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,54 +33,23 @@ type fixture struct{ *storetest.Fixture }
 
 func newFixture(t *testing.T) *fixture { return &fixture{storetest.New(t)} }
 
-// build creates paths in order (with flinkid's {X}): one ending in
-// "/" is a directory, "x=y" makes x another name of file y, and any other
-// path is a file whose sealed content is made from its path; a path
-// starting with "~" is a file left in staging, unsealed.
+// build creates paths in order (storetest.Build): one ending in "/" is a
+// directory, "x=y" makes x another name of file y, and any other path is a
+// file whose sealed content is made from its path; a path starting with
+// "~" is a file left in staging, unsealed.
 func (f *fixture) build(paths ...string) {
 	f.T.Helper()
-	for _, p := range paths {
-		p, target, isLink := strings.Cut(flinkid.Expand(p), "=")
-		switch {
-		case isLink:
-			f.link(p, target)
-		case strings.HasSuffix(p, "/"):
-			f.mkdir(strings.TrimSuffix(p, "/"))
-		case strings.HasPrefix(p, "~"):
-			f.write(p[1:], content(p[1:]), false)
-		default:
-			f.write(p, content(p), true)
-		}
-	}
+	f.Build(paths...)
 }
 
-// content is 40 to 100 KiB that do not compress, different for every
-// path: more than the store keeps inline, so each file has a chunk.
-func content(p string) []byte {
-	h := fnv.New64a()
-	h.Write([]byte(p))
-	seed := h.Sum64()
-	b := make([]byte, 40<<10+int(seed%(60<<10)))
-	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)}).Read(b)
-	return b
-}
-
-func (f *fixture) mkdir(p string) uint64 {
-	f.T.Helper()
-	return f.Create(p, syscall.S_IFDIR|0o755, 0)
-}
+// content is storetest.Content: the content build gives the file at p.
+func content(p string) []byte { return storetest.Content(p) }
 
 // write makes data the content of the file at p, creating it if need be,
 // and seals it if seal is set.
 func (f *fixture) write(p string, data []byte, seal bool) {
 	f.T.Helper()
 	f.Write(p, data, 0, seal)
-}
-
-// link makes p another name of the file target.
-func (f *fixture) link(p, target string) {
-	f.T.Helper()
-	f.Link(p, f.lookup(target))
 }
 
 // remove removes p (a file or an empty directory) as the collector does.
@@ -196,99 +163,9 @@ func (f *fixture) run(c *gc.Collector, dryRun bool) gc.Report {
 	return r
 }
 
-// check verifies what every run, finished or killed, must leave: every
-// name leads to an inode with the right link count, no orphans, the chunk
-// reference counts are those of the manifests reachable from the root,
-// every such chunk is on disk, and every job root exists and belongs to
-// its job.
-func (f *fixture) check() {
-	f.T.Helper()
-	refs := map[cas.Hash]uint64{}
-	links := map[uint64]uint32{}
-	inodes := map[uint64]*index.Inode{}
-	err := f.S.Index.View(func(tx *index.Tx) error {
-		var visit func(dir uint64) error
-		visit = func(dir uint64) error {
-			var ds []index.Dirent
-			if err := tx.ReadDir(dir, func(d index.Dirent) bool { ds = append(ds, d); return true }); err != nil {
-				return err
-			}
-			for _, d := range ds {
-				n, err := tx.Inode(d.Ino)
-				if err != nil {
-					return errors.Join(errors.New("dirent "+d.Name), err)
-				}
-				links[d.Ino]++
-				if _, seen := inodes[d.Ino]; seen {
-					continue
-				}
-				inodes[d.Ino] = n
-				if n.IsDir() {
-					links[d.Ino]++
-					links[dir]++
-					if n.Parent != dir {
-						f.T.Errorf("directory %s (%d) has parent %d, is in %d", d.Name, d.Ino, n.Parent, dir)
-					}
-					if err := visit(d.Ino); err != nil {
-						return err
-					}
-					continue
-				}
-				m, err := tx.Manifest(d.Ino)
-				if err != nil {
-					return err
-				}
-				for _, h := range m.Chunks() {
-					refs[h]++
-				}
-			}
-			return nil
-		}
-		if err := visit(index.RootIno); err != nil {
-			return err
-		}
-		for ino, n := range inodes {
-			if n.Nlink != links[ino] {
-				f.T.Errorf("inode %d has nlink %d, %d names refer to it", ino, n.Nlink, links[ino])
-			}
-		}
-		for h, want := range refs {
-			got, err := tx.ChunkRefs(h)
-			if err != nil {
-				return err
-			}
-			if got != want {
-				f.T.Errorf("chunk %s has %d references, manifests make %d", h, got, want)
-			}
-			if !f.hasChunk(h) {
-				f.T.Errorf("chunk %s is referred to but not on disk", h)
-			}
-		}
-		if orphans, err := tx.Orphans(); err != nil || len(orphans) > 0 {
-			f.T.Errorf("orphans left: %v, %v", orphans, err)
-		}
-		for _, job := range []string{jobA, jobB} {
-			roots, err := tx.JobRoots(job)
-			if err != nil {
-				return err
-			}
-			for _, ino := range roots {
-				n, ok := inodes[ino]
-				if !ok {
-					f.T.Errorf("job %.8s… has root %d, which no name reaches", job, ino)
-					continue
-				}
-				if o, err := tx.Owner(n.Owner); err != nil || o.Job != job {
-					f.T.Errorf("job %.8s… has root %d owned by %+v, %v", job, ino, o, err)
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		f.T.Fatalf("checking the store: %v", err)
-	}
-}
+// check runs the one consistency check (storetest.Check) now, as the end
+// of every test does: what every run, finished or killed, must leave.
+func (f *fixture) check() { f.T.Helper(); f.Check() }
 
 // stagingFiles counts the files in the store's staging directory.
 func (f *fixture) stagingFiles() int {

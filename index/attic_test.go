@@ -13,6 +13,7 @@ import (
 
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/flinkid"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/owner"
 )
@@ -344,12 +345,12 @@ func sealChunks(t *testing.T, db *index.DB, ino uint64, m *manifest.Manifest) {
 // loops, and the tests after it hang until go test's timeout.
 func TestAtticRenameIntoPending(t *testing.T) {
 	db := openDB(t)
-	tr := buildOwned(t, db, append(atticTree, "tm_tm1/x/", "tm_tm1/x/y/")...)
+	tr := storetest.Build(t, db, append(atticTree, "tm_tm1/x/", "tm_tm1/x/y/")...)
 	mustMakePending(t, db, atticFile)
 	mirrorChk := mustAtticLookup(t, db, index.AtticPending, atticChk)
 	mirrorSti := mustAtticLookup(t, db, index.AtticPending, atticSti)
-	x, tm := tr.ino(t, "tm_tm1/x"), tr.ino(t, "tm_tm1")
-	y := tr.ino(t, "tm_tm1/x/y")
+	x, tm := tr.Ino(t, "tm_tm1/x"), tr.Ino(t, "tm_tm1")
+	y := tr.Ino(t, "tm_tm1/x/y")
 	mirrorJidA := mustAtticLookup(t, db, index.AtticPending, atticJidA)
 	sti := path.Base(fl(atticSti))
 
@@ -414,13 +415,13 @@ func TestAtticPendFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openDB(t)
-			tr := buildOwned(t, db, atticTree...)
+			tr := storetest.Build(t, db, atticTree...)
 			for _, l := range tc.extra {
 				l = fl(l)
 				p, target, _ := strings.Cut(l, "=")
 				dir, name := path.Split(p)
 				update(t, db, func(tx *index.Tx) error {
-					_, err := tx.Link(tr.ino(t, dir), name, tr.ino(t, target))
+					_, err := tx.Link(tr.Ino(t, dir), name, tr.Ino(t, target))
 					return err
 				})
 			}
@@ -432,7 +433,7 @@ func TestAtticPendFile(t *testing.T) {
 			if dir != "" {
 				setDirAttrs(t, db, dir)
 			}
-			ino := tr.ino(t, file)
+			ino := tr.Ino(t, file)
 			m := extents(chunkA, chunkB)
 			sealChunks(t, db, ino, m)
 			before := inode(t, db, ino)
@@ -513,7 +514,7 @@ func TestAtticPendFile(t *testing.T) {
 func TestAtticPendConflicts(t *testing.T) {
 	t.Run("non-empty directory", func(t *testing.T) {
 		db := openDB(t)
-		buildOwned(t, db, atticTree...)
+		storetest.Build(t, db, atticTree...)
 		before, beforeHolds := atticState(t, db)
 		for _, p := range []string{atticChk, atticAid, "tm_tm1"} {
 			if _, err := pend(db, p); !errors.Is(err, index.ErrNotEmpty) {
@@ -529,8 +530,8 @@ func TestAtticPendConflicts(t *testing.T) {
 
 	t.Run("empty directory not yet pending moves", func(t *testing.T) {
 		db := openDB(t)
-		tr := buildOwned(t, db, append(atticTree, atticChk+"/empty/")...)
-		empty := tr.ino(t, fl(atticChk+"/empty"))
+		tr := storetest.Build(t, db, append(atticTree, atticChk+"/empty/")...)
+		empty := tr.Ino(t, fl(atticChk+"/empty"))
 		if victim := mustMakePending(t, db, atticChk+"/empty"); victim != nil {
 			t.Errorf("Pend of an empty directory returned victim %+v", victim)
 		}
@@ -543,8 +544,8 @@ func TestAtticPendConflicts(t *testing.T) {
 
 	t.Run("empty directory already pending", func(t *testing.T) {
 		db := openDB(t)
-		tr := buildOwned(t, db, atticTree...)
-		live := tr.ino(t, fl(atticChk))
+		tr := storetest.Build(t, db, atticTree...)
+		live := tr.Ino(t, fl(atticChk))
 		mustMakePending(t, db, atticFile)
 		mustMakePending(t, db, atticChk+"/db/000001.sst")
 		mustMakePending(t, db, atticChk+"/db")
@@ -562,7 +563,7 @@ func TestAtticPendConflicts(t *testing.T) {
 		if got := names(t, db, mirror); !slices.Equal(got, []string{"db", "file"}) {
 			t.Errorf("pending chk_5 holds %v, want [db file]", got)
 		}
-		if got, want := mustAtticLookup(t, db, index.AtticPending, atticFile), tr.ino(t, fl(atticFile)); got != want {
+		if got, want := mustAtticLookup(t, db, index.AtticPending, atticFile), tr.Ino(t, fl(atticFile)); got != want {
 			t.Errorf("pending file is inode %d, want %d", got, want)
 		}
 		checkClean(t, db)
@@ -570,8 +571,8 @@ func TestAtticPendConflicts(t *testing.T) {
 
 	t.Run("file already pending is replaced", func(t *testing.T) {
 		db := openDB(t)
-		tr := buildOwned(t, db, atticTree...)
-		old := tr.ino(t, fl(atticFile))
+		tr := storetest.Build(t, db, atticTree...)
+		old := tr.Ino(t, fl(atticFile))
 		mustMakePending(t, db, atticFile)
 		renewed := makeOwned(t, db, atticFile)
 		victim := mustMakePending(t, db, atticFile)
@@ -594,7 +595,7 @@ func TestAtticPendConflicts(t *testing.T) {
 
 	t.Run("file where a directory is pending", func(t *testing.T) {
 		db := openDB(t)
-		tr := buildOwned(t, db, atticTree...)
+		tr := storetest.Build(t, db, atticTree...)
 		mustMakePending(t, db, atticFile)
 		mustMakePending(t, db, atticChk+"/db/000001.sst")
 		mirrorDB := mustAtticLookup(t, db, index.AtticPending, atticChk+"/db")
@@ -608,7 +609,7 @@ func TestAtticPendConflicts(t *testing.T) {
 		if got := mustAtticLookup(t, db, index.AtticPending, atticChk+"/db"); got != mirrorDB {
 			t.Errorf("pending db is inode %d, want the pending directory %d", got, mirrorDB)
 		}
-		if got, want := mustAtticLookup(t, db, index.AtticPending, atticChk+"/db/000001.sst"), tr.ino(t, fl(atticChk+"/db/000001.sst")); got != want {
+		if got, want := mustAtticLookup(t, db, index.AtticPending, atticChk+"/db/000001.sst"), tr.Ino(t, fl(atticChk+"/db/000001.sst")); got != want {
 			t.Errorf("pending db/000001.sst is inode %d, want %d", got, want)
 		}
 		update(t, db, func(tx *index.Tx) error { _, err := tx.Reap(live); return err })
@@ -617,10 +618,10 @@ func TestAtticPendConflicts(t *testing.T) {
 
 	t.Run("empty directory where a file is pending", func(t *testing.T) {
 		db := openDB(t)
-		tr := buildOwned(t, db, atticTree...)
-		file := tr.ino(t, fl(atticFile))
+		tr := storetest.Build(t, db, atticTree...)
+		file := tr.Ino(t, fl(atticFile))
 		mustMakePending(t, db, atticFile)
-		dir := create(t, db, tr.ino(t, fl(atticChk)), "file", dirMode) // file is a directory now
+		dir := create(t, db, tr.Ino(t, fl(atticChk)), "file", dirMode) // file is a directory now
 		if victim := mustMakePending(t, db, atticChk+"/file"); victim != nil {
 			t.Errorf("Pend of an empty directory over a pending file returned victim %+v, want none", victim)
 		}
@@ -641,10 +642,10 @@ func TestAtticPendConflicts(t *testing.T) {
 		// MakePending refuses (the caller removes for good): the pending file stays,
 		// unreaped, since the executor may still hold it open.
 		db := openDB(t)
-		tr := buildOwned(t, db, atticTree...)
-		old := tr.ino(t, fl(atticFile))
+		tr := storetest.Build(t, db, atticTree...)
+		old := tr.Ino(t, fl(atticFile))
 		mustMakePending(t, db, atticFile)
-		create(t, db, tr.ino(t, fl(atticChk)), "file", dirMode) // file is a directory now
+		create(t, db, tr.Ino(t, fl(atticChk)), "file", dirMode) // file is a directory now
 		inner := makeOwned(t, db, atticFile+"/inner")
 		if _, err := pend(db, atticFile+"/inner"); !errors.Is(err, index.ErrExists) {
 			t.Fatalf("Pend under a name a pending file has: err = %v, want ErrExists", err)
@@ -670,7 +671,7 @@ func TestAtticPendConflicts(t *testing.T) {
 
 	t.Run("missing name", func(t *testing.T) {
 		db := openDB(t)
-		buildOwned(t, db, atticTree...)
+		storetest.Build(t, db, atticTree...)
 		if _, err := pend(db, atticChk+"/nothing"); !errors.Is(err, index.ErrNotFound) {
 			t.Errorf("Pend of a missing name err = %v, want ErrNotFound", err)
 		}
@@ -680,9 +681,9 @@ func TestAtticPendConflicts(t *testing.T) {
 
 func TestAtticJobRootsWhilePending(t *testing.T) {
 	db := openDB(t)
-	tr := buildOwned(t, db, atticTree...)
+	tr := storetest.Build(t, db, atticTree...)
 	jobA, jobB := fl("{A}"), fl("{B}")
-	liveA, liveB := tr.ino(t, fl(atticJidA)), tr.ino(t, fl(atticJidB))
+	liveA, liveB := tr.Ino(t, fl(atticJidA)), tr.Ino(t, fl(atticJidB))
 	if got := jobRoots(t, db, jobA); !slices.Equal(got, []uint64{liveA}) {
 		t.Fatalf("JobRoots(A) before = %v, want [%d]", got, liveA)
 	}
@@ -712,7 +713,7 @@ func TestAtticJobRootsWhilePending(t *testing.T) {
 		t.Errorf("JobRoots(B) with all pending = %v, want the pending jid [%d]", got, mirrorB)
 	}
 	for _, p := range []string{atticFile, atticChk + "/db/000001.sst", atticSti + "/_task_state_snapshot", atticJidB + "/vtx_{V}_sti_1/chk_5/file"} {
-		if got, want := mustAtticLookup(t, db, index.AtticPending, p), tr.ino(t, fl(p)); got != want {
+		if got, want := mustAtticLookup(t, db, index.AtticPending, p), tr.Ino(t, fl(p)); got != want {
 			t.Errorf("pending %s is inode %d, want %d", p, got, want)
 		}
 	}
@@ -741,12 +742,12 @@ func TestAtticHoldPending(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openDB(t)
-			tr := buildOwned(t, db, atticTree...)
+			tr := storetest.Build(t, db, atticTree...)
 			// Sizes: file 10, 000001.sst 20, _task_state_snapshot 20, B's file 10.
-			sealChunks(t, db, tr.ino(t, fl(atticFile)), extents(chunkA))
-			sealChunks(t, db, tr.ino(t, fl(atticChk+"/db/000001.sst")), extents(chunkA, chunkB))
-			sealChunks(t, db, tr.ino(t, fl(atticSti+"/_task_state_snapshot")), extents(chunkB, chunkC))
-			sealChunks(t, db, tr.ino(t, fl(atticJidB+"/vtx_{V}_sti_1/chk_5/file")), extents(chunkC))
+			sealChunks(t, db, tr.Ino(t, fl(atticFile)), extents(chunkA))
+			sealChunks(t, db, tr.Ino(t, fl(atticChk+"/db/000001.sst")), extents(chunkA, chunkB))
+			sealChunks(t, db, tr.Ino(t, fl(atticSti+"/_task_state_snapshot")), extents(chunkB, chunkC))
+			sealChunks(t, db, tr.Ino(t, fl(atticJidB+"/vtx_{V}_sti_1/chk_5/file")), extents(chunkC))
 
 			rmrf(t, db, tc.top)
 			top := mustAtticLookup(t, db, index.AtticPending, tc.top)
@@ -819,7 +820,7 @@ func TestAtticHoldPending(t *testing.T) {
 
 	t.Run("id taken", func(t *testing.T) {
 		db := openDB(t)
-		buildOwned(t, db, atticTree...)
+		storetest.Build(t, db, atticTree...)
 		rmrf(t, db, atticJidA)
 		rmrf(t, db, atticJidB)
 		if _, err := holdPending(db, atticJidA, "h"); err != nil {
@@ -839,9 +840,9 @@ func TestAtticHoldPending(t *testing.T) {
 
 // heldAllocation builds atticTree, makes pending all of allocation D and holds it
 // as id; it returns the tree as built (the held files keep their inodes).
-func heldAllocation(t *testing.T, db *index.DB, id string) tree {
+func heldAllocation(t *testing.T, db *index.DB, id string) storetest.Tree {
 	t.Helper()
-	tr := buildOwned(t, db, append(atticTree, "tm_tm1/localState/aid_{F}/", "tm_tm1/file")...)
+	tr := storetest.Build(t, db, append(atticTree, "tm_tm1/localState/aid_{F}/", "tm_tm1/file")...)
 	rmrf(t, db, atticAid)
 	if _, err := holdPending(db, atticAid, id); err != nil {
 		t.Fatalf("HoldPending: %v", err)
@@ -898,7 +899,7 @@ func TestAtticRestore(t *testing.T) {
 				t.Errorf("DirPath(restored top) = %q, %v; want %q", got, err, at)
 			}
 			// The sealed file keeps its place in the job's tree.
-			if got, want := mustLookup(t, db, path.Join(at, "jid_"+jobA, fl("vtx_{V}_sti_0/chk_5/file"))), tr.ino(t, fl(atticFile)); got != want {
+			if got, want := mustLookup(t, db, path.Join(at, "jid_"+jobA, fl("vtx_{V}_sti_0/chk_5/file"))), tr.Ino(t, fl(atticFile)); got != want {
 				t.Errorf("restored file is inode %d, want %d", got, want)
 			}
 			var wantA []uint64
@@ -1014,6 +1015,7 @@ func TestAtticCheckHolds(t *testing.T) {
 			checkClean(t, db)
 			h := holds(t, db)[0]
 			db.Strict = nil // the corruption is the point
+			storetest.LeaveDamaged(t, "the hold is corrupt on purpose")
 			update(t, db, func(tx *index.Tx) error { return tc.corrupt(tx, h) })
 			if got := checkKinds(t, db); !slices.Equal(got, []string{index.ProblemHold}) {
 				t.Errorf("Check reported %v, want [%s]", got, index.ProblemHold)
@@ -1029,7 +1031,7 @@ func TestAtticCheckHolds(t *testing.T) {
 func TestAtticRestoreOfALargeTreeInPlace(t *testing.T) {
 	db := openDB(t)
 	db.Strict = nil // 30,000 removals, each checked against 30,000 inodes, is too slow
-	buildOwned(t, db, atticTree...)
+	storetest.Build(t, db, atticTree...)
 	chk := mustLookup(t, db, fl(atticChk))
 	const files = 30_000
 	for i := 0; i < files; i += 1000 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/owner"
 )
 
@@ -35,13 +36,13 @@ func dirent(t *testing.T, db *index.DB, p string) index.Dirent {
 // collector judges a name by it (DESIGN invariant 4).
 func TestNamesAreBornWhenTheExecutorMakesThem(t *testing.T) {
 	db := openDB(t)
-	tr := build(t, db, "d/", "d/f", "e/")
+	tr := storetest.Build(t, db, "d/", "d/f", "e/")
 	made := born(t, db, "d/f")
-	if made == 0 || made != inode(t, db, tr.ino(t, "d/f")).Ctime {
+	if made == 0 || made != inode(t, db, tr.Ino(t, "d/f")).Ctime {
 		t.Fatalf("d/f made at %d, want its creation time", made)
 	}
 	update(t, db, func(tx *index.Tx) error {
-		_, err := tx.Link(tr.ino(t, "e"), "g", tr.ino(t, "d/f"))
+		_, err := tx.Link(tr.Ino(t, "e"), "g", tr.Ino(t, "d/f"))
 		return err
 	})
 	linked := born(t, db, "e/g")
@@ -52,7 +53,7 @@ func TestNamesAreBornWhenTheExecutorMakesThem(t *testing.T) {
 		t.Errorf("linking moved d/f's birth from %d to %d", made, got)
 	}
 	update(t, db, func(tx *index.Tx) error {
-		_, err := tx.Rename(tr.ino(t, "d"), "f", tr.ino(t, "e"), "h", 0)
+		_, err := tx.Rename(tr.Ino(t, "d"), "f", tr.Ino(t, "e"), "h", 0)
 		return err
 	})
 	renamed := born(t, db, "e/h")
@@ -74,7 +75,7 @@ func TestNamesAreBornWhenTheExecutorMakesThem(t *testing.T) {
 func TestNamesMadePendingAreBornThen(t *testing.T) {
 	const id = "h1"
 	db := openDB(t)
-	buildOwned(t, db, atticTree...)
+	storetest.Build(t, db, atticTree...)
 	paths := []string{atticJidA, atticChk, atticFile, atticChk + "/db/000001.sst"}
 	made := map[string]int64{}
 	for _, p := range paths {

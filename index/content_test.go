@@ -8,6 +8,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/manifest"
 )
 
@@ -89,7 +90,7 @@ func readManifest(t *testing.T, db *index.DB, ino uint64) *manifest.Manifest {
 
 func TestStagingAndSeal(t *testing.T) {
 	db := openDB(t)
-	tr := build(t, db, "f", "g")
+	tr := storetest.Build(t, db, "f", "g")
 	f, g := tr["f"], tr["g"]
 
 	if m := readManifest(t, db, f); m.Size != 0 || len(m.Extents) != 0 || len(m.Inline) != 0 {
@@ -180,7 +181,7 @@ func TestStagingAndSeal(t *testing.T) {
 
 func TestSealStale(t *testing.T) {
 	db := openDB(t)
-	f := build(t, db, "f")["f"]
+	f := storetest.Build(t, db, "f")["f"]
 	id1, _ := stage(t, db, f)
 	id2, _ := stage(t, db, f) // written again while id1 was being sealed
 
@@ -211,7 +212,7 @@ func TestSealInlineAndEmpty(t *testing.T) {
 		{},
 	} {
 		db := openDB(t)
-		f := build(t, db, "f")["f"]
+		f := storetest.Build(t, db, "f")["f"]
 		id, _ := stage(t, db, f)
 		if err := seal(db, f, id, m, 1); err != nil {
 			t.Fatalf("Seal %+v: %v", m, err)
@@ -230,7 +231,7 @@ func TestSealInlineAndEmpty(t *testing.T) {
 // hands back the staging id for its file to be removed.
 func TestReapDropsStaging(t *testing.T) {
 	db := openDB(t)
-	f := build(t, db, "f")["f"]
+	f := storetest.Build(t, db, "f")["f"]
 	id, _ := stage(t, db, f)
 	update(t, db, func(tx *index.Tx) error { _, err := tx.Unlink(index.RootIno, "f"); return err })
 	var got uint64
@@ -252,7 +253,7 @@ func TestForgetGarbageBeyondOneTransaction(t *testing.T) {
 	for i := range files {
 		names = append(names, fmt.Sprintf("f%d", i))
 	}
-	tr := build(t, db, names...)
+	tr := storetest.Build(t, db, names...)
 	for i, name := range names {
 		var hs []cas.Hash
 		for j := range perFile {
@@ -289,7 +290,7 @@ func usage(t *testing.T, db *index.DB) index.Usage {
 // gains a reference.
 func TestSealTooLarge(t *testing.T) {
 	db := openDB(t)
-	tr := build(t, db, "big")
+	tr := storetest.Build(t, db, "big")
 	var hs []cas.Hash
 	for j := range 100_000 {
 		hs = append(hs, cas.Sum(fmt.Appendf(nil, "chunk %d", j)))

@@ -15,6 +15,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 )
 
 func reopen(t *testing.T, db *index.DB, dir string) *index.DB {
@@ -67,12 +68,13 @@ func TestInodeRoundTrip(t *testing.T) {
 
 func TestNamespacePersists(t *testing.T) {
 	dir := t.TempDir()
+	storetest.CheckAtEnd(t, dir)
 	db, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { db.Close() }()
-	build(t, db, "a/", "a/b/", "a/f", "g=a/f")
+	storetest.Build(t, db, "a/", "a/b/", "a/f", "g=a/f")
 	update(t, db, func(tx *index.Tx) error { return tx.SetXattr(index.RootIno, "user.x", []byte("y")) })
 	before := walk(t, db)
 	db = reopen(t, db, dir)
@@ -89,6 +91,7 @@ func TestNamespacePersists(t *testing.T) {
 // see it name another file, and a staging file name is never reused.
 func TestNumbersNeverRepeat(t *testing.T) {
 	dir := t.TempDir()
+	storetest.CheckAtEnd(t, dir)
 	db, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +120,7 @@ func TestNumbersNeverRepeat(t *testing.T) {
 
 func TestOpenRefusesOtherFormat(t *testing.T) {
 	dir := t.TempDir()
+	storetest.CheckAtEnd(t, dir)
 	db, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/flinkid"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/owner"
 )
 
@@ -109,6 +110,7 @@ func TestNoteWriteKeepsVerdict(t *testing.T) {
 
 func TestJobsOrderedAndDeleted(t *testing.T) {
 	dir := t.TempDir()
+	storetest.CheckAtEnd(t, dir)
 	db, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)

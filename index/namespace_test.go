@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/owner"
 )
 
@@ -74,7 +75,7 @@ func TestCreateLookupReadDir(t *testing.T) {
 
 func TestCreateRefuses(t *testing.T) {
 	db := openDB(t)
-	tr := build(t, db, "f", "d/")
+	tr := storetest.Build(t, db, "f", "d/")
 	for _, tc := range []struct {
 		name   string
 		parent uint64
@@ -110,7 +111,7 @@ func TestCreateRefuses(t *testing.T) {
 // plus one ".." per subdirectory.
 func TestDirectoryNlinkCountsSubdirectories(t *testing.T) {
 	db := openDB(t)
-	tr := build(t, db, "a/", "b/", "a/x/", "a/y/", "a/f")
+	tr := storetest.Build(t, db, "a/", "b/", "a/x/", "a/y/", "a/f")
 	root, a, b := tr[""], tr["a"], tr["b"]
 	steps := []struct {
 		what       string
@@ -141,7 +142,7 @@ func TestDirectoryNlinkCountsSubdirectories(t *testing.T) {
 
 func TestLink(t *testing.T) {
 	db := openDB(t)
-	tr := build(t, db, "f", "d/", "g")
+	tr := storetest.Build(t, db, "f", "d/", "g")
 	f, d := tr["f"], tr["d"]
 	link := func(parent uint64, name string, ino uint64) (n *index.Inode, err error) {
 		err = db.Update(func(tx *index.Tx) (err error) { n, err = tx.Link(parent, name, ino); return err })
@@ -193,7 +194,7 @@ func TestLink(t *testing.T) {
 
 func TestUnlinkOrphansAndReap(t *testing.T) {
 	db := openDB(t)
-	tr := build(t, db, "f", "d/", "d/g=f")
+	tr := storetest.Build(t, db, "f", "d/", "d/g=f")
 	f := tr["f"]
 	unlink := func(parent uint64, name string) (n *index.Inode, err error) {
 		err = db.Update(func(tx *index.Tx) (err error) { n, err = tx.Unlink(parent, name); return err })
@@ -261,8 +262,8 @@ func TestRmdir(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openDB(t)
-			tr := build(t, db, tc.tree...)
-			parent := tr.ino(t, tc.dir)
+			tr := storetest.Build(t, db, tc.tree...)
+			parent := tr.Ino(t, tc.dir)
 			victim, hadVictim := tr[tc.rm]
 			if tc.dir != "" {
 				victim, hadVictim = tr[tc.dir+"/"+tc.rm]
@@ -320,7 +321,7 @@ func TestRenameRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openDB(t)
-			tr := build(t, db, tc.tree...)
+			tr := storetest.Build(t, db, tc.tree...)
 			from, to := splitPath(t, tr, tc.from), splitPath(t, tr, tc.to)
 			before := walk(t, db)
 			err := db.Update(func(tx *index.Tx) error {
@@ -344,7 +345,7 @@ type dirName struct {
 
 // splitPath resolves the directory of p in tr; a missing directory gets a
 // number no inode has.
-func splitPath(t *testing.T, tr tree, p string) dirName {
+func splitPath(t *testing.T, tr storetest.Tree, p string) dirName {
 	dir, name := "", p
 	if i := strings.LastIndexByte(p, '/'); i >= 0 {
 		dir, name = p[:i], p[i+1:]
@@ -450,7 +451,7 @@ func TestRename(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openDB(t)
-			tr := build(t, db, tc.tree...)
+			tr := storetest.Build(t, db, tc.tree...)
 			from, to := splitPath(t, tr, tc.from), splitPath(t, tr, tc.to)
 			var victim *index.Inode
 			update(t, db, func(tx *index.Tx) (err error) {
@@ -488,7 +489,7 @@ func TestRename(t *testing.T) {
 			// Every directory's parent is the directory that names it.
 			for p, e := range got {
 				if n := inode(t, db, e[0]); n.IsDir() {
-					parent := splitPath(t, tree(pathInos(got)), p).dir
+					parent := splitPath(t, storetest.Tree(pathInos(got)), p).dir
 					if n.Parent != parent {
 						t.Errorf("%s has parent %d, want %d", p, n.Parent, parent)
 					}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/flinkid"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/owner"
 )
 
@@ -58,40 +59,6 @@ var flinkTree = []string{
 	"scratch/CURRENT",
 }
 
-// buildOwned builds paths (directories end in "/", with flinkid's {X}) as
-// the fs layer creates them: each inode with the owner FlinkRules gives its
-// path, interned in the creating transaction, and the write noted for its
-// job.
-func buildOwned(t *testing.T, db *index.DB, paths ...string) tree {
-	t.Helper()
-	tr := tree{"": index.RootIno}
-	for _, p := range paths {
-		p = flinkid.Expand(p)
-		mode := uint32(fileMode)
-		if strings.HasSuffix(p, "/") {
-			mode = dirMode
-		}
-		p = strings.TrimSuffix(p, "/")
-		dir, name := path.Split(p)
-		parent := tr.ino(t, dir)
-		ino := newIno(t, db)
-		now := index.Now()
-		o := owner.FlinkRules().Owner(p)
-		update(t, db, func(tx *index.Tx) (err error) {
-			n := &index.Inode{Ino: ino, Mode: mode, Atime: now, Mtime: now, Ctime: now, Btime: now}
-			if n.Owner, err = tx.OwnerID(o); err != nil {
-				return err
-			}
-			if err := tx.Create(parent, name, n); err != nil {
-				return err
-			}
-			return tx.NoteWrite(o, now)
-		})
-		tr[p] = ino
-	}
-	return tr
-}
-
 func jobRoots(t *testing.T, db *index.DB, job string) []uint64 {
 	t.Helper()
 	var roots []uint64
@@ -103,11 +70,11 @@ func jobRoots(t *testing.T, db *index.DB, job string) []uint64 {
 }
 
 // inosOf maps paths (with flinkid's {X}) to their inodes in tr, sorted.
-func inosOf(t *testing.T, tr tree, paths ...string) []uint64 {
+func inosOf(t *testing.T, tr storetest.Tree, paths ...string) []uint64 {
 	t.Helper()
 	var inos []uint64
 	for _, p := range paths {
-		inos = append(inos, tr.ino(t, flinkid.Expand(p)))
+		inos = append(inos, tr.Ino(t, flinkid.Expand(p)))
 	}
 	slices.Sort(inos)
 	return inos
@@ -177,6 +144,7 @@ func TestOwnerIDInterning(t *testing.T) {
 		{Executor: "a\x00b", Allocation: "/", Level: owner.LevelAllocation},
 	}
 	dir := t.TempDir()
+	storetest.CheckAtEnd(t, dir)
 	db, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +228,7 @@ func TestOwnerZeroAndUnknown(t *testing.T) {
 
 func TestCreateRecordsJobRoots(t *testing.T) {
 	db := openDB(t)
-	tr := buildOwned(t, db, flinkTree...)
+	tr := storetest.Build(t, db, flinkTree...)
 	checkOwners(t, db)
 	for _, c := range []struct {
 		job   string
@@ -285,12 +253,12 @@ func TestCreateRecordsJobRoots(t *testing.T) {
 
 func TestReapRemovesJobRoot(t *testing.T) {
 	db := openDB(t)
-	tr := buildOwned(t, db,
+	tr := storetest.Build(t, db,
 		"tm_x/", "tm_x/localState/", "tm_x/localState/aid_{D}/", "tm_x/localState/aid_{D}/jid_{A}/",
 		"tm_x/tmp/", "tm_x/tmp/job_{A}_op_Map_uuid_{U}/",
 		"tm_x/tmp/job_{B}_op_Map_uuid_{U}", // a file where a job's instance directory would be
 	)
-	aid, tmp := tr.ino(t, flinkid.Expand("tm_x/localState/aid_{D}")), tr.ino(t, "tm_x/tmp")
+	aid, tmp := tr.Ino(t, flinkid.Expand("tm_x/localState/aid_{D}")), tr.Ino(t, "tm_x/tmp")
 	if got := len(jobRoots(t, db, jobA)); got != 2 {
 		t.Fatalf("job A has %d roots, want 2", got)
 	}
@@ -347,15 +315,15 @@ func TestReown(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := openDB(t)
-			tr := buildOwned(t, db, flinkTree...)
+			tr := storetest.Build(t, db, flinkTree...)
 			from, to := flinkid.Expand(c.from), flinkid.Expand(c.to)
 			oldDir, oldName := path.Split(from)
 			newDir, newName := path.Split(to)
 			update(t, db, func(tx *index.Tx) error {
-				if _, err := tx.Rename(tr.ino(t, oldDir), oldName, tr.ino(t, newDir), newName, 0); err != nil {
+				if _, err := tx.Rename(tr.Ino(t, oldDir), oldName, tr.Ino(t, newDir), newName, 0); err != nil {
 					return err
 				}
-				return tx.Reown(tr.ino(t, from), to, owner.FlinkRules())
+				return tx.Reown(tr.Ino(t, from), to, owner.FlinkRules())
 			})
 			checkOwners(t, db)
 		})

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 )
 
 // files returns the content of every file under dir by name.
@@ -38,6 +39,7 @@ func files(t *testing.T, dir string) map[string][32]byte {
 // copy that Close removes.
 func TestOpenReadOnly(t *testing.T) {
 	dir := t.TempDir()
+	storetest.CheckAtEnd(t, dir)
 	db, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 )
 
 // A kill while badger creates a memtable file leaves it empty; the index
 // must still open, with everything committed before.
 func TestOpenAfterKillLeftAnEmptyMemtable(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "index")
+	storetest.CheckAtEnd(t, dir)
 	db, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)

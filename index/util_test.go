@@ -3,7 +3,6 @@ package index_test
 import (
 	"errors"
 	"path"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -17,10 +16,13 @@ const (
 )
 
 // openDB opens a new index in a temporary directory, closed at the end of
-// the test, that checks itself after every commit (DB.Strict).
+// the test, that checks itself after every commit (DB.Strict) and once
+// more, reopened, when the test ends (storetest.CheckAtEnd).
 func openDB(t *testing.T) *index.DB {
 	t.Helper()
-	db, err := index.Open(t.TempDir())
+	dir := t.TempDir()
+	storetest.CheckAtEnd(t, dir)
+	db, err := index.Open(dir)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -106,43 +108,6 @@ func orphans(t *testing.T, db *index.DB) []uint64 {
 		t.Fatalf("Orphans: %v", err)
 	}
 	return inos
-}
-
-// A tree is a namespace built from slash-separated paths: a path ending in
-// "/" is a directory, any other a file; "x=y" makes x another name of the
-// file y. Parents come before their children.
-type tree map[string]uint64
-
-func build(t *testing.T, db *index.DB, paths ...string) tree {
-	t.Helper()
-	tr := tree{"": index.RootIno}
-	for _, p := range paths {
-		p, target, isLink := strings.Cut(p, "=")
-		isDir := strings.HasSuffix(p, "/")
-		p = strings.TrimSuffix(p, "/")
-		dir, name := path.Split(p)
-		parent := tr.ino(t, dir)
-		switch {
-		case isLink:
-			ino := tr.ino(t, target)
-			update(t, db, func(tx *index.Tx) error { _, err := tx.Link(parent, name, ino); return err })
-			tr[p] = ino
-		case isDir:
-			tr[p] = create(t, db, parent, name, dirMode)
-		default:
-			tr[p] = create(t, db, parent, name, fileMode)
-		}
-	}
-	return tr
-}
-
-func (tr tree) ino(t *testing.T, p string) uint64 {
-	t.Helper()
-	ino, ok := tr[strings.Trim(p, "/")]
-	if !ok {
-		t.Fatalf("no %q in the test tree", p)
-	}
-	return ino
 }
 
 // walk lists every path below the root with its inode and link count, as

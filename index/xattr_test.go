@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 )
 
 func xattrNames(t *testing.T, db *index.DB, ino uint64) []string {
@@ -24,7 +25,7 @@ func getXattr(db *index.DB, ino uint64, name string) (v []byte, err error) {
 
 func TestXattrs(t *testing.T) {
 	db := openDB(t)
-	tr := build(t, db, "f", "g")
+	tr := storetest.Build(t, db, "f", "g")
 	f, g := tr["f"], tr["g"]
 	set := map[string]string{"user.b": "2", "user.a": "1", "security.capability": "\x00\x01", "user.empty": ""}
 	update(t, db, func(tx *index.Tx) error {
@@ -83,11 +84,12 @@ func TestXattrs(t *testing.T) {
 // cannot tell.
 func TestMayHaveXattrs(t *testing.T) {
 	dir := t.TempDir()
+	storetest.CheckAtEnd(t, dir)
 	db, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := build(t, db, "with", "without")
+	tr := storetest.Build(t, db, "with", "without")
 	with, without := tr["with"], tr["without"]
 	check := func(when string, db *index.DB, wantWith, wantWithout bool) {
 		t.Helper()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/store"
 )
@@ -145,6 +146,7 @@ func TestCheckFindsEachFileProblem(t *testing.T) {
 		}, []string{index.ProblemChunkRefcount}, []string{index.ProblemChunkRefcount}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			storetest.LeaveDamaged(t, "the store is broken on purpose")
 			cs := newCheckedStore(t)
 			tc.break_(t, cs)
 			if got := cs.check(t, false); !slices.Equal(got, tc.plain) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
@@ -38,6 +39,7 @@ func TestReadCorruptChunk(t *testing.T) {
 		{"chunk missing", testbytes.Random(5<<20, 15), os.Remove, cas.ErrNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			storetest.LeaveDamaged(t, "a chunk of f is damaged on purpose")
 			dir := filepath.Join(t.TempDir(), "store")
 			s := openChunked(t, dir)
 			ino, _ := addContent(t, s, "f", tc.content)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/statefs/statefs/cas"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/store"
 )
@@ -101,6 +102,7 @@ func TestRepairMakesLostRangesHoles(t *testing.T) {
 // Check reports the damage and changes nothing: only Repair does.
 func TestCheckDoesNotRepair(t *testing.T) {
 	ds := newDamagedStore(t)
+	storetest.LeaveDamaged(t, "a chunk is corrupt on purpose and nothing repairs it")
 	for range 2 {
 		s, err := store.OpenReadOnly(ds.dir)
 		must(t, err)
@@ -134,6 +136,7 @@ func TestCheckDoesNotRepair(t *testing.T) {
 // file that uses it, and changes nothing.
 func TestScrubFindsDamagedChunks(t *testing.T) {
 	ds := newDamagedStore(t)
+	storetest.LeaveDamaged(t, "a chunk is corrupt on purpose and nothing repairs it")
 	garbage := []byte("a chunk no file uses, rotten too")
 	chunks, err := cas.Open(filepath.Join(ds.dir, "chunks"))
 	must(t, err)
@@ -178,6 +181,7 @@ func TestScrubFindsDamagedChunks(t *testing.T) {
 // file uses that disappears is. (Both are removed at the scrub's first
 // chunk, and both sort after that one.)
 func TestScrubUnderSweep(t *testing.T) {
+	storetest.LeaveDamaged(t, "a chunk of x is removed on purpose")
 	s := newChunkedStore(t)
 	ino, _ := addContent(t, s, "x", testbytes.Random(3<<20, 21))
 	m := seal(t, s, ino)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/store"
 )
@@ -122,6 +123,7 @@ func TestOpenRefusesForeignDirectories(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			storetest.LeaveDamaged(t, "the store's FORMAT is damaged on purpose")
 			dir := filepath.Join(t.TempDir(), "store")
 			if tc.store {
 				s, _ := open(t, dir)

@@ -20,9 +20,11 @@ import (
 )
 
 // open opens the store in dir, its index checked after every commit
-// (index.DB.Strict); the caller closes it.
+// (index.DB.Strict) and the whole store when the test ends
+// (storetest.CheckAtEnd); the caller closes it.
 func open(t *testing.T, dir string) (*store.Store, []uint64) {
 	t.Helper()
+	storetest.CheckAtEnd(t, dir)
 	s, unsealed, err := store.Open(dir)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)

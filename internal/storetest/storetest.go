@@ -1,7 +1,10 @@
-// Package storetest builds a store's namespace through the index as the fs
-// layer would, for the tests of the packages above store: owners from
-// FlinkRules, writes noted for their jobs, content staged and sealed into
-// chunks (or, with NewWithObjects, as each seal chooses).
+// Package storetest holds what the tests of index, store, fs, gc and the
+// mounted tests share: the one tree builder (Build), which makes a
+// namespace from a list of paths through the index as the fs layer would
+// (owners from FlinkRules, writes noted for their jobs, content staged and
+// sealed into chunks, or with NewWithObjects as each seal chooses), and the
+// one consistency check, run on every store a test builds when the test
+// ends (CheckAtEnd).
 package storetest
 
 import (
@@ -42,14 +45,19 @@ func New(t *testing.T) *Fixture {
 }
 
 // NewWithObjects is New with seals that choose from the content, as the
-// daemon's do: random bytes become objects.
+// daemon's do: random bytes become objects. Its index is checked after
+// every commit (Strict), and the whole store when the test ends
+// (CheckAtEnd).
 func NewWithObjects(t *testing.T) *Fixture {
 	t.Helper()
 	t.Parallel()
-	s, _, err := store.Open(filepath.Join(t.TempDir(), "store"))
+	dir := filepath.Join(t.TempDir(), "store")
+	CheckAtEnd(t, dir)
+	s, _, err := store.Open(dir)
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
+	s.Index.Strict = Strict(t)
 	t.Cleanup(func() { s.Close() })
 	return &Fixture{T: t, S: s}
 }
