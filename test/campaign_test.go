@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -90,7 +91,8 @@ func TestCrashCampaign(t *testing.T) {
 	} else {
 		t.Logf("seed %d", seed)
 	}
-	c := &campaign{t: t, rng: rand.New(rand.NewPCG(seed, 7)), survivors: map[string]string{}, removed: map[string]*removedTree{}}
+	c := &campaign{t: t, rng: rand.New(rand.NewPCG(seed, 7)), survivors: map[string]string{}, removed: map[string]*removedTree{},
+		attic: newAtticModel(func(string) campaignName { return "" })}
 	c.job = fmt.Sprintf("%016x%016x", c.rng.Uint64(), c.rng.Uint64())
 	// No free-space floor: held trees last until the TTL whatever the
 	// test machine's disk.
@@ -155,16 +157,19 @@ type campaign struct {
 	survivors map[string]string // what earlier rounds left: path → SHA-256
 	kept      [][]string        // each round's top directories in survivors, oldest round first
 	leftover  []string          // executor trees whose local state the last cleanup removed
-	// removed are the allocation trees the cleanup removed, by the path
-	// they had, until their hold goes.
+	// attic decides what the cleanup's removals hold (the shared model);
+	// removed are the trees it held, by the path they had, until their hold
+	// goes.
+	attic   *atticModel[campaignName]
 	removed map[string]*removedTree
-	// cleaned is when the cleanup last removed an allocation tree.
+	// cleaned is when the cleanup last made a removal pending.
 	cleaned time.Time
 	figures campaignFigures
 }
 
-// removedTree is an allocation tree (tm_c<r>/localState/aid_<a>) that the
-// round cleanup removed, which deletes held keep.
+// removedTree is a tree that the round cleanup removed and held deletes
+// keep: an allocation tree (tm_c<r>/localState/aid_<a>), as the model
+// says.
 type removedTree struct {
 	path    string
 	files   map[string]string // relative to path → SHA-256, as it was removed
@@ -324,44 +329,64 @@ func (c *campaign) cleanup() {
 	c.leftover = append(c.leftover, executor)
 }
 
-// remove removes d and forgets its survivors; the allocation trees it
-// has (d/aid_*, d/localState/aid_*) are to be held.
+// remove removes d and forgets its survivors; what the attic model holds
+// of it (its allocation trees) is to be held.
 func (c *campaign) remove(d string) {
 	t, m := c.t, c.m
-	var allocs []*removedTree
-	for _, pattern := range []string{"aid_*", "localState/aid_*"} {
-		ms, err := filepath.Glob(m.Path(d, pattern))
-		require.NoError(t, err)
-		for _, p := range ms {
-			rel, err := filepath.Rel(m.Dir, p)
-			require.NoError(t, err)
-			allocs = append(allocs, c.allocationTree(filepath.ToSlash(rel)))
+	// What rm -rf removes: the directories as the mount lists them, the
+	// files as the survivors record them.
+	names := map[string]campaignName{}
+	err := filepath.WalkDir(m.Path(d), func(p string, e fs.DirEntry, err error) error {
+		if os.IsNotExist(err) && p == m.Path(d) {
+			return filepath.SkipDir
 		}
-	}
-	require.NoError(t, os.RemoveAll(m.Path(d)))
-	for _, a := range allocs {
-		a.removed = time.Now()
-		c.removed[a.path] = a
-		c.cleaned = a.removed
-	}
-	for p := range c.survivors {
+		if err != nil || !e.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(m.Dir, p)
+		names[filepath.ToSlash(rel)] = ""
+		return err
+	})
+	require.NoError(t, err)
+	for p, sum := range c.survivors {
 		if strings.HasPrefix(p, d+"/") {
+			names[p] = campaignName(sum)
 			delete(c.survivors, p)
 		}
 	}
-}
-
-// allocationTree is allocation tree p with its files as the survivors
-// record them.
-func (c *campaign) allocationTree(p string) *removedTree {
-	a := &removedTree{path: p, files: map[string]string{}}
-	for q, sum := range c.survivors {
-		if rel, ok := strings.CutPrefix(q, p+"/"); ok {
-			a.files[rel] = sum
+	require.NoError(t, os.RemoveAll(m.Path(d)))
+	now := time.Now()
+	// Deepest first, as rm -rf removes.
+	for _, p := range slices.Backward(slices.Sorted(maps.Keys(names))) {
+		if c.attic.makePending(p, names[p], span{}) {
+			c.cleaned = now
 		}
 	}
-	return a
+	for _, hd := range c.attic.decide(func(p string) bool { return p != d && !strings.HasPrefix(p, d+"/") }) {
+		a := &removedTree{path: hd.path, files: map[string]string{}, removed: now}
+		for rel, n := range hd.names {
+			if n != "" {
+				a.files[rel] = string(n)
+			}
+		}
+		c.removed[a.path] = a
+	}
 }
+
+// campaignName is a name the cleanup removes, as the attic model has it: a
+// file's, by its SHA-256 as the survivors record it, or a directory's ("").
+// The campaign does not follow inodes: it checks the files and bytes
+// `statefs held` counts against the held tree's view, not the model.
+type campaignName string
+
+func (n campaignName) fileOf() (any, int64) {
+	if n == "" {
+		return nil, 0
+	}
+	return n, 0
+}
+
+func (n campaignName) madePending(span) campaignName { return n }
 
 // campaignHold is a held tree as `statefs held --json` lists it.
 type campaignHold struct {

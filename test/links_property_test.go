@@ -70,6 +70,10 @@ func TestLinkedStateProperty(t *testing.T) {
 		m := mountStore(t, filepath.Join(t.TempDir(), "store"), linksMountArgs...)
 		defer m.Unmount()
 		l := &linksModel{m: m, tree: map[string]*linkedName{}, gone: map[string]bool{}}
+		// The attic copies the tree's directories on the way to what is
+		// made pending.
+		l.attic = newAtticModel(func(p string) *linkedName { return l.tree[p] })
+		l.attic.gone = func(job string) bool { return l.gone[job] }
 		l.setUp(rt)
 		rt.Repeat(map[string]func(*rapid.T){
 			// Twice the weight: what Flink does most, and rm -rf and
@@ -140,9 +144,6 @@ func linksDirs() []string {
 
 var linksFileNames = []string{"000007.sst", "000008.sst", "000009.sst", "000010.sst", "MANIFEST-000003"}
 
-// span is when a call ran: nanoseconds of the wall clock before and after.
-type span struct{ from, to int64 }
-
 // before reports whether the span ended before t; it fails the check if t
 // falls inside it, where the model cannot tell (the test never overlaps a
 // verdict with a change).
@@ -163,22 +164,36 @@ type linkedFile struct {
 // directory (file nil).
 type linkedName struct {
 	file *linkedFile
-	born span // when the name was made: create, mkdir, link, or rename
+	born span // when the name was made: create, mkdir, link, rename, or made pending
 	made span // a directory's mkdir
 }
 
+// fileOf is the name's file, for the attic model.
+func (n *linkedName) fileOf() (any, int64) {
+	if n.file == nil {
+		return nil, 0
+	}
+	return n.file, int64(len(n.file.data))
+}
+
+// madePending is a copy of the name, born when it was made pending.
+func (n *linkedName) madePending(born span) *linkedName {
+	c := *n
+	c.born = born
+	return &c
+}
+
+// linkedHold is a held tree of the model and the id statefs held gives it
+// ("" until the test reads it there).
 type linkedHold struct {
-	id    string // "" until statefs held names it
-	path  string
-	names map[string]*linkedName // by path below path; "" is the top
-	// What statefs held reports: each inode once, when held.
-	files int
-	bytes int64
+	id string
+	*modelHold[*linkedName]
 }
 
 type linksModel struct {
 	m     *Mount
 	tree  map[string]*linkedName // by path from the mount root
+	attic *atticModel[*linkedName]
 	holds []*linkedHold
 	// gone is what the index's verdicts say, as of the last gc run: a
 	// removal of a gone job's name is a removal, not held.
@@ -224,12 +239,6 @@ func (l *linksModel) setUp(rt *rapid.T) {
 
 // jobOf is the job whose state the name at p is, by its path.
 func jobOf(p string) string { return owner.FlinkRules().Owner(p).Job }
-
-// holdsRemoval reports whether removing the name at p is held: it is in a
-// job's local state (allocation level or deeper) and the job is not gone.
-func (l *linksModel) holdsRemoval(p string) bool {
-	return makesPending(p) && !l.gone[jobOf(p)]
-}
 
 func (l *linksModel) paths(file bool) []string {
 	var ps []string
@@ -415,7 +424,10 @@ func (l *linksModel) unlink(rt *rapid.T) {
 
 // rmTree removes a checkpoint (pruned), a subtask, a job in an allocation
 // or an allocation (held, as Flink freeing a slot), as rm -rf does: each
-// file, then each directory once empty, bottom up.
+// file, then each directory once empty, bottom up. The test waits for the
+// daemon's decision, which the attic model makes too: what the tree no
+// longer has is held, and the held trees are checked if anything was made
+// pending.
 func (l *linksModel) rmTree(rt *rapid.T) {
 	alloc := rapid.SampledFrom(linksAllocs).Draw(rt, "alloc")
 	job := rapid.SampledFrom(linksJobs).Draw(rt, "job")
@@ -439,69 +451,20 @@ func (l *linksModel) rmTree(rt *rapid.T) {
 		}
 		return strings.Compare(a, b)
 	})
-	removed := map[string]*linkedName{}
-	var madePending []string
-	s := span{from: time.Now().UnixNano()}
+	pending := false
 	for _, p := range victims {
-		removed[p] = l.tree[p]
-		l.do(rt, "remove "+p, func() error { return os.Remove(l.m.Path(p)) })
-		if l.holdsRemoval(p) {
-			madePending = append(madePending, p)
-		}
+		n := l.tree[p]
+		s := l.do(rt, "remove "+p, func() error { return os.Remove(l.m.Path(p)) })
+		pending = l.attic.makePending(p, n, s) || pending
 		delete(l.tree, p)
 	}
-	s.to = time.Now().UnixNano()
 	l.fsyncDir(rt, path.Dir(top))
 	l.settle(rt)
-	l.decide(rt, removed, madePending, s)
-}
-
-// decide is the daemon's decision over what one rm -rf made pending (the test
-// waits for it after each): the directory at the first level that holds
-// (an allocation, a job in one, a subtask) that the tree no longer has is
-// held whole, if anything below it was made pending; everything else made pending was
-// a pruned checkpoint's and went. The pending directory mirrors the tree's
-// directories on the way to what was made pending, so a held tree has them even
-// where their removal was not held (an allocation's directory, which no
-// job owns). The names of a held tree were born when they were made pending,
-// during the rm -rf (when); holding and restoring keep that.
-func (l *linksModel) decide(rt *rapid.T, removed map[string]*linkedName, madePending []string, when span) {
-	tops := map[string][]string{}
-	for _, p := range madePending {
-		top := ""
-		for q := p; q != "."; q = path.Dir(q) {
-			if _, live := l.tree[q]; holdLevel(q) && !live {
-				top = q
-			}
-		}
-		if top != "" {
-			tops[top] = append(tops[top], p)
-		}
-	}
-	for _, top := range slices.Sorted(maps.Keys(tops)) {
-		hd := &linkedHold{path: top, names: map[string]*linkedName{}}
-		for _, p := range tops[top] {
-			for q := p; q != path.Dir(top); q = path.Dir(q) {
-				n := *removed[q]
-				n.born = when
-				hd.names[strings.TrimPrefix(strings.TrimPrefix(q, top), "/")] = &n
-			}
-		}
-		if len(hd.names) == 1 {
-			continue // only the top itself, empty: nothing to hold
-		}
-		seen := map[*linkedFile]bool{}
-		for _, n := range hd.names {
-			if n.file != nil && !seen[n.file] {
-				seen[n.file] = true
-				hd.files++
-				hd.bytes += int64(len(n.file.data))
-			}
-		}
-		l.holds = append(l.holds, hd)
+	for _, hd := range l.attic.decide(func(p string) bool { n, ok := l.tree[p]; return ok && n.file == nil }) {
+		l.holds = append(l.holds, &linkedHold{modelHold: hd})
 		l.held++
 	}
-	if len(tops) > 0 {
+	if pending {
 		l.checkHolds(rt, true)
 	}
 }

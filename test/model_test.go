@@ -17,8 +17,6 @@ import (
 
 	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
-
-	"github.com/statefs/statefs/owner"
 )
 
 // TestModel drives a real mount through random sequences of create, write
@@ -39,8 +37,8 @@ import (
 //
 // Deletes are held (mount --hold-deletes). A removal of a name in a job's
 // local state is answered as done, so the tree the model checks is as
-// without holding; the name moves to the attic (modelHarness.make pending) and
-// still counts in the inode's link count, whether pending or held, on
+// without holding; the name moves to the attic (the shared model of held deletes,
+// heldmodel_test.go, decides how) and still counts in the inode's link count, whether pending or held, on
 // every name the inode keeps in the tree. Which pending trees are held
 // depends on when the daemon decides, so the daemon runs with a hold
 // window of an hour, never deciding on its own, and now and then a restart
@@ -71,7 +69,8 @@ func TestModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		m := mountStore(t, filepath.Join(t.TempDir(), "store"), modelMountArgs...)
 		defer m.Unmount()
-		h := &modelHarness{m: m, root: newModelDir(), pending: newModelDir(), umask: umask}
+		h := &modelHarness{m: m, root: newModelDir(), umask: umask,
+			attic: newAtticModel(func(string) *modelNode { return newModelDir() })}
 		h.setUp(rt)
 		actions := map[string]func(*rapid.T){
 			"create":   h.create,
@@ -182,25 +181,27 @@ func newModelDir() *modelNode {
 	return &modelNode{dir: true, perm: 0o755, children: map[string]*modelNode{}}
 }
 
+// fileOf is n itself, for the attic model.
+func (n *modelNode) fileOf() (any, int64) {
+	if n.dir {
+		return nil, 0
+	}
+	return n, int64(len(n.data))
+}
+
+// madePending is n: the model does not follow when names were born.
+func (n *modelNode) madePending(span) *modelNode { return n }
+
 type modelHarness struct {
 	m     *Mount
 	root  *modelNode
 	umask uint32
 	// The attic: removed names waiting for a decision, at the paths they
-	// had (the pending directory), and the held trees, in the order held.
-	pending *modelNode
-	held    []*modelHold
+	// had, and the held trees, in the order held.
+	attic *atticModel[*modelNode]
+	held  []*modelHold[*modelNode]
 	// What the check did, for the log.
 	ok, failed, restarts, kills, decisions int
-}
-
-// modelHold is a held tree: what was at path, and its files and bytes
-// (each inode once) when it was held, as `statefs held` reports them.
-type modelHold struct {
-	path  string
-	top   *modelNode
-	files int
-	bytes int64
 }
 
 // The names paths are made of: few, so that operations collide.
@@ -461,7 +462,7 @@ func (h *modelHarness) doUnlink(rt *rapid.T, p string) {
 	}
 	h.expect(rt, "unlink "+p, unix.Unlink(h.real(p)), want)
 	if want == 0 {
-		h.pend(p, dir.children[name])
+		h.attic.makePending(p, dir.children[name], span{})
 		delete(dir.children, name)
 		dir.mtime = 0
 		h.fsyncParent(rt, p)
@@ -484,7 +485,7 @@ func (h *modelHarness) doRmdir(rt *rapid.T, p string) {
 	}
 	h.expect(rt, "rmdir "+p, unix.Rmdir(h.real(p)), want)
 	if want == 0 {
-		h.pend(p, dir.children[name])
+		h.attic.makePending(p, dir.children[name], span{})
 		delete(dir.children, name)
 		dir.mtime = 0
 		h.fsyncParent(rt, p)
@@ -692,7 +693,7 @@ func (h *modelHarness) check(rt *rapid.T) {
 func (h *modelHarness) checkFile(rt *rapid.T, p string, n *modelNode, st *unix.Stat_t) {
 	if want := uint64(h.links(n)); st.Nlink != want {
 		h.fatalf(rt, "%q: %d links, model %d (%d in the tree, %d pending, %d held)", p, st.Nlink, want,
-			countNames(h.root, n), countNames(h.pending, n), want-uint64(countNames(h.root, n)+countNames(h.pending, n)))
+			countNames(h.root, n), h.attic.count(n), want-uint64(countNames(h.root, n)+h.attic.count(n)))
 	}
 	if st.Size != int64(len(n.data)) {
 		h.fatalf(rt, "%q: size %d, model %d", p, st.Size, len(n.data))
@@ -715,9 +716,9 @@ func (h *modelHarness) checkFile(rt *rapid.T, p string, n *modelNode, st *unix.S
 // SST held after its allocation went keeps nlink 2 on its name in the live
 // RocksDB instance), until it goes for good or is restored.
 func (h *modelHarness) links(n *modelNode) int {
-	c := countNames(h.root, n) + countNames(h.pending, n)
+	c := countNames(h.root, n) + h.attic.count(n)
 	for _, hd := range h.held {
-		c += countNames(hd.top, n)
+		c += hd.count(n)
 	}
 	return c
 }
@@ -759,101 +760,14 @@ func (h *modelHarness) stop(kill bool) {
 	}
 }
 
-// makes pending reports whether removing the name at p makes it pending in the attic: a
-// name in a job's local state (allocation level or deeper, by the path's
-// owner, owner.FlinkRules) whose job is not gone. The model's job is
-// never gone.
-func makesPending(p string) bool {
-	o := owner.FlinkRules().Owner(p)
-	return o.Job != "" && o.Level >= owner.LevelAllocation
-}
-
-// holdLevel reports whether a pending directory at p is one that is held
-// whole if the tree no longer has it: an allocation, a job in an
-// allocation, or a subtask (not a checkpoint: pruned, never held).
-func holdLevel(p string) bool {
-	switch owner.FlinkRules().Owner(p).Level {
-	case owner.LevelAllocation, owner.LevelJobInAllocation, owner.LevelSubtask:
-		return true
-	}
-	return false
-}
-
-// make pending moves the removed name p, node n, to the same path under the
-// pending directory if its removal makes pending, as index.Tx.MakePending does: the
-// directories on the way are made; a pending directory already there stays
-// and the removed name goes for good (an empty directory whose children
-// went first, or a name that changed kind); a pending file there is
-// replaced; a pending file where a directory must go makes the daemon
-// remove the name for good.
-func (h *modelHarness) pend(p string, n *modelNode) {
-	if !makesPending(p) {
-		return
-	}
-	dir, name := path.Split(p)
-	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
-	d := h.pending
-	for _, c := range parts {
-		if next := d.children[c]; next != nil {
-			if !next.dir {
-				return
-			}
-			d = next
-			continue
-		}
-		next := newModelDir()
-		d.children[c] = next
-		d = next
-	}
-	if old := d.children[name]; old != nil && (old.dir || n.dir) {
-		return
-	}
-	d.children[name] = n
-}
-
-// decide is the daemon's decision over the pending directory (fs.holder):
-// a pending directory of a level that holds, not empty, whose path the
-// tree no longer has as a directory, is held whole; everything else goes.
+// decide is the daemon's decision over what is pending, as the attic
+// model takes it: the tree has a path still if it has a directory there.
 func (h *modelHarness) decide() {
-	var decideDir func(d *modelNode, p string)
-	decideDir = func(d *modelNode, p string) {
-		for _, name := range slices.Sorted(maps.Keys(d.children)) {
-			c, cp := d.children[name], path.Join(p, name)
-			if c.dir {
-				if live, errno := h.resolve(cp); holdLevel(cp) && len(c.children) > 0 && (errno != 0 || !live.dir) {
-					h.held = append(h.held, newModelHold(cp, c))
-					delete(d.children, name)
-					continue
-				}
-				decideDir(c, cp)
-			}
-			if !c.dir || len(c.children) == 0 {
-				delete(d.children, name)
-			}
-		}
-	}
-	decideDir(h.pending, "")
+	h.held = append(h.held, h.attic.decide(func(p string) bool {
+		n, errno := h.resolve(p)
+		return errno == 0 && n.dir
+	})...)
 	h.decisions++
-}
-
-func newModelHold(p string, top *modelNode) *modelHold {
-	hd := &modelHold{path: p, top: top}
-	seen := map[*modelNode]bool{}
-	var count func(n *modelNode)
-	count = func(n *modelNode) {
-		for _, c := range n.children {
-			switch {
-			case c.dir:
-				count(c)
-			case !seen[c]:
-				seen[c] = true
-				hd.files++
-				hd.bytes += int64(len(c.data))
-			}
-		}
-	}
-	count(top)
-	return hd
 }
 
 // settle lets the daemon decide what is pending, once: it stops (by kill
@@ -976,13 +890,13 @@ func (h *modelHarness) checkHeld(rt *rapid.T) {
 		if g.Files != hd.files || g.Bytes != hd.bytes {
 			h.fatalf(rt, "held tree %s (%s): %d files, %d bytes; model %d files, %d bytes (each inode once)", g.ID, g.Path, g.Files, g.Bytes, hd.files, hd.bytes)
 		}
-		h.checkHeldTree(rt, path.Join(".statefs/held", g.ID), hd.top)
+		h.checkHeldTree(rt, path.Join(".statefs/held", g.ID), hd, "")
 	}
 }
 
-// checkHeldTree compares the tree .statefs/held shows at p with the held
-// tree n of the model.
-func (h *modelHarness) checkHeldTree(rt *rapid.T, p string, n *modelNode) {
+// checkHeldTree compares the tree .statefs/held shows at p with directory
+// rel of the model's held tree hd.
+func (h *modelHarness) checkHeldTree(rt *rapid.T, p string, hd *modelHold[*modelNode], rel string) {
 	entries, err := os.ReadDir(h.real(p))
 	if err != nil {
 		h.fatalf(rt, "readdir %q: %v", p, err)
@@ -991,11 +905,11 @@ func (h *modelHarness) checkHeldTree(rt *rapid.T, p string, n *modelNode) {
 	for _, e := range entries {
 		got = append(got, e.Name())
 	}
-	if want := slices.Sorted(maps.Keys(n.children)); !slices.Equal(got, want) {
+	if want := hd.children(rel); !slices.Equal(got, want) {
 		h.fatalf(rt, "held directory %q lists %q, model %q", p, got, want)
 	}
 	for _, name := range got {
-		c, cp := n.children[name], path.Join(p, name)
+		c, cp := hd.names[path.Join(rel, name)], path.Join(p, name)
 		var st unix.Stat_t
 		if err := unix.Lstat(h.real(cp), &st); err != nil {
 			h.fatalf(rt, "lstat %q: %v", cp, err)
@@ -1004,7 +918,7 @@ func (h *modelHarness) checkHeldTree(rt *rapid.T, p string, n *modelNode) {
 			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				h.fatalf(rt, "%q: mode %#o, model has a directory", cp, st.Mode)
 			}
-			h.checkHeldTree(rt, cp, c)
+			h.checkHeldTree(rt, cp, hd, path.Join(rel, name))
 			continue
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
