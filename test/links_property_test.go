@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path"
+	"reflect"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -537,8 +538,9 @@ func (l *linksModel) settle(rt *rapid.T) {
 // gcRun is what a gc run reported, as `statefs gc --json` says it: per
 // job, names, files and bytes removed; and what its sweep freed.
 type gcRun struct {
-	jobs  map[string][3]int64
-	swept store.Swept
+	jobs    map[string][3]int64
+	records map[string]index.Job // of the jobs collected, as the run judged them
+	swept   store.Swept
 }
 
 func (l *linksModel) runGC(rt *rapid.T, args ...string) gcRun {
@@ -547,12 +549,13 @@ func (l *linksModel) runGC(rt *rapid.T, args ...string) gcRun {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		l.fatalf(rt, "statefs gc --json: %v\n%s", err, out)
 	}
-	run := gcRun{jobs: map[string][3]int64{}, swept: r.Swept}
+	run := gcRun{jobs: map[string][3]int64{}, records: map[string]index.Job{}, swept: r.Swept}
 	for _, c := range r.Collected {
 		if c.Executor != "" {
 			l.fatalf(rt, "gc collected executor %s's tree:\n%s", c.Executor, out)
 		}
 		run.jobs[c.Job.ID] = [3]int64{int64(c.Names), int64(c.Files), c.Bytes}
+		run.records[c.Job.ID] = c.Job
 	}
 	if r.Orphans.Files != 0 {
 		l.fatalf(rt, "gc found removed files open:\n%s", out)
@@ -564,9 +567,16 @@ func (l *linksModel) runGC(rt *rapid.T, args ...string) gcRun {
 // both against the model.
 func (l *linksModel) gc(rt *rapid.T) {
 	l.waitSealed(rt)
+	before := l.jobs(rt)
 	dry := l.runGC(rt, "--dry-run")
-	jobs := l.jobs(rt)
+	if after := l.jobs(rt); !reflect.DeepEqual(before, after) {
+		l.fatalf(rt, "a dry run changed the job records from %+v to %+v", before, after)
+	}
 	real := l.runGC(rt)
+	// The verdicts as the real run recorded them: the records it left,
+	// and those of the jobs it collected as its report gives them.
+	jobs := l.jobs(rt)
+	maps.Copy(jobs, real.records)
 	if dry.swept != real.swept || !maps.Equal(dry.jobs, real.jobs) {
 		l.fatalf(rt, "the dry run foretold another run than the real one: dry run %+v, real run %+v", dry, real)
 	}
