@@ -16,33 +16,6 @@ import (
 	"github.com/statefs/statefs/store"
 )
 
-// White-box: privBits are what an unprivileged write clears: setuid, and
-// setgid only with group execute (without it, setgid marks mandatory
-// locking, which a write keeps).
-func TestPrivBits(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		mode uint32
-		want uint32
-	}{
-		{"no bits, nothing to clear", syscall.S_IFREG | 0o755, 0},
-		{"setuid", syscall.S_IFREG | 0o4755, syscall.S_ISUID},
-		{"setuid without any execute", syscall.S_IFREG | 0o4644, syscall.S_ISUID},
-		{"setgid with group execute", syscall.S_IFREG | 0o2755, syscall.S_ISGID},
-		{"setgid without group execute stays", syscall.S_IFREG | 0o2745, 0},
-		{"setgid with only other execute stays", syscall.S_IFREG | 0o2641, 0},
-		{"both", syscall.S_IFREG | 0o6775, syscall.S_ISUID | syscall.S_ISGID},
-		{"both, setgid without group execute", syscall.S_IFREG | 0o6705, syscall.S_ISUID},
-		{"the sticky bit is not one", syscall.S_IFREG | 0o1777, 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if got := privBits(c.mode); got != c.want {
-				t.Errorf("privBits(%o) = %o, want %o", c.mode, got, c.want)
-			}
-		})
-	}
-}
-
 // White-box: an open writes unless it is O_RDONLY, whatever other flags
 // come with it.
 func TestWritable(t *testing.T) {
@@ -61,52 +34,6 @@ func TestWritable(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := writable(c.flags); got != c.want {
 				t.Errorf("writable(%#o) = %v, want %v", c.flags, got, c.want)
-			}
-		})
-	}
-}
-
-// An open for writing by a caller other than root clears setuid and setgid
-// (where it means set-group-ID) at once, as ext4 clears them at the first
-// write, and tells the kernel that its cached mode is stale. Root and
-// readers keep the bits.
-func TestOpenForWritingClearsSetuid(t *testing.T) {
-	t.Parallel()
-	k := newKernel(t, Options{})
-	for _, c := range []struct {
-		name   string
-		mode   uint32
-		caller user
-		flags  uint32
-		want   uint32
-	}{
-		{"an unprivileged writer clears both", 0o6775, user{1000, 1000}, syscall.O_WRONLY, 0o775},
-		{"an unprivileged writer keeps setgid without group execute", 0o6745, user{1000, 1000}, syscall.O_RDWR, 0o2745},
-		{"an unprivileged reader keeps them", 0o6775, user{1000, 1000}, syscall.O_RDONLY, 0o6775},
-		{"root writing keeps them", 0o6775, root, syscall.O_WRONLY, 0o6775},
-		{"a file without them is not changed", 0o775, user{1000, 1000}, syscall.O_WRONLY, 0o775},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			e := k.writeFile(rootNode, c.name, []byte("#!/bin/sh\n"))
-			if _, errno := k.setattr(root, e.node, setAttrIn(fuse.FATTR_MODE, func(in *fuse.SetAttrInCommon) { in.Mode = c.mode })); errno != 0 {
-				t.Fatalf("chmod: %v", errno)
-			}
-			before := k.mustInode(e.attr.Ino)
-			k.notified()
-			fh, _, errno := k.open(c.caller, e.node, c.flags)
-			if errno != 0 {
-				t.Fatalf("open: %v", errno)
-			}
-			k.release(e.node, fh)
-			rec := k.mustInode(e.attr.Ino)
-			if rec.Mode != syscall.S_IFREG|c.want {
-				t.Errorf("mode after the open %o, want %o", rec.Mode, syscall.S_IFREG|c.want)
-			}
-			if c.want != c.mode {
-				if rec.Ctime <= before.Ctime {
-					t.Errorf("clearing the bits kept the ctime")
-				}
-				k.waitNotified(sprintf("inode %d", e.node))
 			}
 		})
 	}

@@ -121,7 +121,7 @@ func TestKillpriv(t *testing.T) {
 			}
 			rec := k.mustInode(e.attr.Ino)
 			if rec.Mode != c.want {
-				t.Errorf("mode after %o, want %o", rec.Mode, c.want)
+				t.Fatalf("mode after %o, want %o", rec.Mode, c.want)
 			}
 			if rec.Mode != before.Mode && rec.Ctime <= before.Ctime {
 				t.Errorf("clearing the bits kept the ctime")

@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/crashpoint"
 )
 
 // Remove takes name, a file or an empty directory, out of directory dir
@@ -76,4 +77,39 @@ func (f *FS) attrsChanged(ino uint64) {
 	if n := f.knownNode(ino); n != nil {
 		n.NotifyContent(-1, 0)
 	}
+}
+
+// reapIfUnused deletes an inode that lost its last name, unless a handle
+// still has it open or the kernel still knows it (a process may have looked
+// it up and be about to open it, as on a local filesystem); the last
+// Release or the kernel's FORGET reaps it then. After a crash, Open of the
+// store reaps what is left (index orphans).
+func (f *FS) reapIfUnused(rec *index.Inode) { f.reap(rec, true) }
+
+// reap deletes inode rec, which has no name left, unless a handle has it
+// open or, with kernelKnows set, the kernel still holds it. It reports
+// whether the inode is gone.
+func (f *FS) reap(rec *index.Inode, kernelKnows bool) bool {
+	if rec == nil || rec.Nlink > 0 {
+		return false
+	}
+	st := f.acquire(rec.Ino)
+	defer f.release(st)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.opens > 0 || kernelKnows && f.reapAtForget(rec.Ino) {
+		return false
+	}
+	err := f.store.Index.Update(func(tx *index.Tx) error {
+		// Before the staging file goes.
+		tx.OnCommit(func() { crashpoint.Hit(crashpoint.ReapCommitted) })
+		_, err := tx.Reap(rec.Ino)
+		return err
+	})
+	if err != nil {
+		errno(err) // only for its log of what is unexpected: no caller to tell
+		return false
+	}
+	st.gen++
+	return true
 }

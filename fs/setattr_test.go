@@ -23,11 +23,7 @@ func setAttrIn(valid uint32, fill func(in *fuse.SetAttrInCommon)) fuse.SetAttrIn
 }
 
 // White-box: applyAttr sets what the request asks for, and the ctime.
-// With FUSE_HANDLE_KILLPRIV_V2 the kernel leaves clearing the setuid and
-// setgid bits to the daemon: on a chown (uid or gid without a mode), and
-// where FATTR_KILL_SUIDGID says (an unprivileged truncate). Setgid goes
-// only where it means set-group-ID (with group execute); only regular
-// files lose the bits.
+// What it clears of setuid and setgid is TestKillpriv's.
 func TestApplyAttr(t *testing.T) {
 	then := time.Date(2001, 2, 3, 4, 5, 6, 7, time.UTC)
 	old := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
@@ -57,32 +53,10 @@ func TestApplyAttr(t *testing.T) {
 			setAttrIn(fuse.FATTR_MODE, func(in *fuse.SetAttrInCommon) { in.Mode = 0o6755 }), reg | 0o6755, 1000, 1000, old, old},
 		{"chmod cannot change the type", reg | 0o644,
 			setAttrIn(fuse.FATTR_MODE, func(in *fuse.SetAttrInCommon) { in.Mode = dir | 0o755 }), reg | 0o755, 1000, 1000, old, old},
-		{"chown clears setuid, and setgid with group execute", reg | 0o6755,
-			setAttrIn(fuse.FATTR_UID, func(in *fuse.SetAttrInCommon) { in.Uid = 0 }), reg | 0o755, 0, 1000, old, old},
-		{"chgrp alone clears them too", reg | 0o6755,
-			setAttrIn(fuse.FATTR_GID, func(in *fuse.SetAttrInCommon) { in.Gid = 7 }), reg | 0o755, 1000, 7, old, old},
-		{"chown to the same owner clears them too", reg | 0o6755,
-			setAttrIn(fuse.FATTR_UID|fuse.FATTR_GID, func(in *fuse.SetAttrInCommon) { in.Uid, in.Gid = 1000, 1000 }), reg | 0o755, 1000, 1000, old, old},
-		{"chown keeps setgid without group execute (mandatory locking)", reg | 0o6745,
-			setAttrIn(fuse.FATTR_UID, func(in *fuse.SetAttrInCommon) { in.Uid = 0 }), reg | 0o2745, 0, 1000, old, old},
-		{"chown with a mode takes the mode as given", reg | 0o6755,
-			setAttrIn(fuse.FATTR_UID|fuse.FATTR_MODE, func(in *fuse.SetAttrInCommon) { in.Uid, in.Mode = 0, 0o6750 }), reg | 0o6750, 0, 1000, old, old},
-		{"chown of a directory keeps its setgid", dir | 0o2775,
-			setAttrIn(fuse.FATTR_UID|fuse.FATTR_GID, func(in *fuse.SetAttrInCommon) { in.Uid, in.Gid = 0, 0 }), dir | 0o2775, 0, 0, old, old},
-		{"chown of a fifo clears setuid, as of every non-directory", syscall.S_IFIFO | 0o4644,
-			setAttrIn(fuse.FATTR_UID, func(in *fuse.SetAttrInCommon) { in.Uid = 0 }), syscall.S_IFIFO | 0o644, 0, 1000, old, old},
-		{"chown of a device clears setuid, and setgid with group execute", syscall.S_IFCHR | 0o6754,
-			setAttrIn(fuse.FATTR_GID, func(in *fuse.SetAttrInCommon) { in.Gid = 100 }), syscall.S_IFCHR | 0o754, 1000, 100, old, old},
-		{"an unprivileged truncate (kill flag) clears them and sets the mtime", reg | 0o6755,
-			setAttrIn(fuse.FATTR_SIZE|fuse.FATTR_KILL_SUIDGID, nil), reg | 0o755, 1000, 1000, old, -1},
-		{"the kill flag keeps setgid without group execute", reg | 0o6745,
-			setAttrIn(fuse.FATTR_SIZE|fuse.FATTR_KILL_SUIDGID, nil), reg | 0o2745, 1000, 1000, old, -1},
-		{"the kill flag on a directory changes no bits", dir | 0o6755,
-			setAttrIn(fuse.FATTR_KILL_SUIDGID, nil), dir | 0o6755, 1000, 1000, old, old},
-		{"a truncate without the kill flag keeps them (root's)", reg | 0o6755,
-			setAttrIn(fuse.FATTR_SIZE, nil), reg | 0o6755, 1000, 1000, old, -1},
-		{"the kill flag with a mode clears the bits of the mode given", reg | 0o755,
-			setAttrIn(fuse.FATTR_MODE|fuse.FATTR_KILL_SUIDGID, func(in *fuse.SetAttrInCommon) { in.Mode = 0o6775 }), reg | 0o775, 1000, 1000, old, old},
+		{"chown sets the owner and the group", reg | 0o644,
+			setAttrIn(fuse.FATTR_UID|fuse.FATTR_GID, func(in *fuse.SetAttrInCommon) { in.Uid, in.Gid = 0, 7 }), reg | 0o644, 0, 7, old, old},
+		{"chgrp alone keeps the owner", reg | 0o644,
+			setAttrIn(fuse.FATTR_GID, func(in *fuse.SetAttrInCommon) { in.Gid = 7 }), reg | 0o644, 1000, 7, old, old},
 		{"atime and mtime are set as given", reg | 0o644,
 			setAttrIn(fuse.FATTR_ATIME|fuse.FATTR_MTIME, setTimes), reg | 0o644, 1000, 1000, then.UnixNano(), then.UnixNano() + 1e9},
 		{"ATIME_NOW and MTIME_NOW set now", reg | 0o644,
@@ -117,27 +91,6 @@ func TestApplyAttr(t *testing.T) {
 				t.Errorf("changed what setattr does not set: %+v", rec)
 			}
 		})
-	}
-}
-
-// A chown through the tree clears setuid and setgid, in the index and in
-// the attributes it answers with.
-func TestChownClearsSetuid(t *testing.T) {
-	t.Parallel()
-	k := newKernel(t, Options{})
-	e := k.writeFile(rootNode, "tool", []byte("#!/bin/sh\n"))
-	if _, errno := k.setattr(root, e.node, setAttrIn(fuse.FATTR_MODE, func(in *fuse.SetAttrInCommon) { in.Mode = 0o6755 })); errno != 0 {
-		t.Fatalf("chmod: %v", errno)
-	}
-	a, errno := k.setattr(root, e.node, setAttrIn(fuse.FATTR_UID, func(in *fuse.SetAttrInCommon) { in.Uid = 1000 }))
-	if errno != 0 {
-		t.Fatalf("chown: %v", errno)
-	}
-	if a.Mode != syscall.S_IFREG|0o755 || a.Uid != 1000 {
-		t.Errorf("chown answered mode %o, uid %d; want %o, 1000", a.Mode, a.Uid, syscall.S_IFREG|0o755)
-	}
-	if rec := k.mustInode(e.attr.Ino); rec.Mode != syscall.S_IFREG|0o755 || rec.Uid != 1000 {
-		t.Errorf("chown recorded mode %o, uid %d; want %o, 1000", rec.Mode, rec.Uid, syscall.S_IFREG|0o755)
 	}
 }
 

@@ -15,15 +15,17 @@ import (
 // to change a file's group to.
 const otherGroup = 100
 
-// killPrivCase is one change to a file or directory owned by nobody, by
-// root (in the test) or by nobody (in a child that is also in otherGroup).
+// killPrivCase is one change to a file or directory owned by nobody (or
+// by root), by root (in the test) or by nobody (in a child that is also in
+// otherGroup).
 type killPrivCase struct {
-	name    string
-	files   bool                    // applies to regular files
-	dirs    bool                    // applies to directories
-	special bool                    // applies to FIFOs, sockets and devices
-	byRoot  func(path string) error // nil: done by the owner
-	child   string                  // the owner's op, with %s for the path
+	name     string
+	files    bool                    // applies to regular files
+	dirs     bool                    // applies to directories
+	special  bool                    // applies to FIFOs, sockets and devices
+	rootOwns bool                    // the subject is root's (group nobody): the child is not its owner
+	byRoot   func(path string) error // nil: done by the child
+	child    string                  // the child's op, with %s for the path
 }
 
 var killPrivCases = []killPrivCase{
@@ -44,6 +46,8 @@ var killPrivCases = []killPrivCase{
 		return firstErr(err, f.Close())
 	}},
 	{name: "write by the owner", files: true, child: "write %s"},
+	{name: "truncate by another user", files: true, rootOwns: true, child: "truncate %s"},
+	{name: "write by another user", files: true, rootOwns: true, child: "write %s"},
 }
 
 // firstErr is a if it is an error, else b.
@@ -73,11 +77,12 @@ var specialKinds = []struct {
 	{"block device", func(p string) error { return unix.Mknod(p, unix.S_IFBLK|0o644, int(unix.Mkdev(7, 0))) }},
 }
 
-// After a change of owner or group, a truncate or a write, the setuid and
-// setgid bits of a file, a directory, a FIFO, a socket or a device are what
-// the kernel leaves on the machine's own disk for the same steps: statefs,
-// which negotiates HANDLE_KILLPRIV_V2, clears them itself, and keeps what
-// it cleared across a restart. Each case runs on a mount and on a plain
+// After a change of owner or group, a truncate or a write, by root, the
+// owner or another user, the setuid and setgid bits of a file, a
+// directory, a FIFO, a socket or a device are what the kernel leaves on the
+// machine's own disk for the same steps: statefs, which negotiates
+// HANDLE_KILLPRIV_V2, clears them itself, and keeps what it cleared across
+// a restart. Each case runs on a mount and on a plain
 // directory side by side, with passthrough on and off; the expectation is
 // the kernel's, not a table.
 func TestKillPrivLikeTheDisk(t *testing.T) {
@@ -99,7 +104,7 @@ func TestKillPrivLikeTheDisk(t *testing.T) {
 			var subjects []subject
 			file := func(p string) error { return os.WriteFile(p, []byte("data"), 0o644) }
 			for _, c := range killPrivCases {
-				for _, mode := range []uint32{0o6555, 0o6755, 0o4777, 0o2755, 0o2745} {
+				for _, mode := range []uint32{0o6555, 0o6755, 0o6777, 0o4777, 0o2755, 0o2745} {
 					if c.files {
 						subjects = append(subjects, subject{c, mode, "file", file})
 					}
@@ -121,7 +126,11 @@ func TestKillPrivLikeTheDisk(t *testing.T) {
 				for root, dir := range roots {
 					p := filepath.Join(dir, name(i))
 					require.NoError(t, s.make(p), "making a %s", s.kind)
-					require.NoError(t, os.Lchown(p, nobody, nobody))
+					owner := nobody
+					if s.c.rootOwns {
+						owner = 0
+					}
+					require.NoError(t, os.Lchown(p, owner, nobody))
 					require.NoError(t, unix.Chmod(p, s.mode))
 					if s.c.byRoot != nil {
 						result[root+" "+name(i)] = resultOf(s.c.byRoot(p))

@@ -528,56 +528,6 @@ func TestSecurityAllowOther(t *testing.T) {
 	requireContent(t, m.Path("d1777", "f"), []byte("root's"))
 }
 
-// A write or truncate by a user without CAP_FSETID clears set-user-ID, and
-// set-group-ID where group execute is set (or the writer is not in the
-// file's group), as on ext4; root's writes keep them.
-func TestSecuritySetuidClearedOnWrite(t *testing.T) {
-	m := mountFS(t, "--allow-other")
-	openUp(t, m.Path("x"))
-	for _, f := range []struct {
-		name     string
-		mode     uint32
-		uid, gid int
-	}{
-		{"root-suid-sgid", 0o6777, 0, 0},
-		{"root-suid-sgid-trunc", 0o6777, 0, 0},
-		{"root-sgid-noexec-ourgroup", 0o2666, 0, nobody},
-		{"own-suid", 0o4755, nobody, nobody},
-		{"root-suid-by-root", 0o4777, 0, 0},
-	} {
-		putFile(t, m.Path(f.name), []byte("data"), 0o600)
-		require.NoError(t, os.Chown(m.Path(f.name), f.uid, f.gid))
-		require.NoError(t, unix.Chmod(m.Path(f.name), f.mode))
-	}
-	got := asUser(t,
-		"write "+m.Path("root-suid-sgid"),
-		"truncate "+m.Path("root-suid-sgid-trunc"),
-		"write "+m.Path("root-sgid-noexec-ourgroup"),
-		"write "+m.Path("own-suid"),
-	)
-	require.Equal(t, []string{"ok", "ok", "ok", "ok"}, got)
-	f, err := os.OpenFile(m.Path("root-suid-by-root"), os.O_WRONLY|os.O_APPEND, 0)
-	require.NoError(t, err)
-	_, err = f.Write([]byte("x"))
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-
-	for name, want := range map[string]uint32{
-		"root-suid-sgid":            0o777,
-		"root-suid-sgid-trunc":      0o777,
-		"root-sgid-noexec-ourgroup": 0o2666,
-		"own-suid":                  0o755,
-		"root-suid-by-root":         0o4777,
-	} {
-		require.Equal(t, unix.S_IFREG|want, lstatOf(t, m.Path(name)).Mode, "%s after the write", name)
-	}
-	// And after a restart: the cleared bits were stored, not only cached.
-	m.Restart()
-	require.Equal(t, uint32(unix.S_IFREG|0o777), lstatOf(t, m.Path("root-suid-sgid")).Mode)
-	require.Equal(t, uint32(unix.S_IFREG|0o755), lstatOf(t, m.Path("own-suid")).Mode)
-	requireContent(t, m.Path("root-suid-sgid"), []byte("datax"))
-}
-
 // The control API bounds what a client can make the daemon do: a body over
 // the limit gets 413 and changes nothing, and a crowd of concurrent
 // requests and idle half-open connections neither wedges the daemon nor
@@ -643,33 +593,4 @@ func TestSecurityControlLimits(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	putFile(t, m.Path("after"), []byte("still writable"), 0o644)
 	requireContent(t, m.Path("after"), []byte("still writable"))
-}
-
-// A user cannot make a set-group-ID executable of a group they are in
-// (or a set-user-ID one of themselves) and keep the bit through a change
-// of its group: the change clears both bits, as on ext4, so a shared
-// mount (--allow-other) gives nobody a way to run as another group.
-func TestSecuritySetuidClearedOnChown(t *testing.T) {
-	m := mountFS(t, "--allow-other")
-	openUp(t, m.Path("x"))
-	require.NoError(t, os.Chmod(m.Path(), 0o777))
-	for _, name := range []string{"chown", "fchown", "lchown"} {
-		p := m.Path(name)
-		putFile(t, p, []byte("#!/bin/sh\nid\n"), 0o755)
-		require.NoError(t, os.Chown(p, nobody, nobody))
-		require.NoError(t, unix.Chmod(p, 0o6755))
-	}
-	got := asUserIn(t, []uint32{otherGroup},
-		fmt.Sprintf("chownto %s -1 %d", m.Path("chown"), otherGroup),
-		fmt.Sprintf("fchownto %s -1 %d", m.Path("fchown"), otherGroup),
-		fmt.Sprintf("lchownto %s -1 %d", m.Path("lchown"), otherGroup))
-	require.Equal(t, []string{"ok", "ok", "ok"}, got)
-	for _, name := range []string{"chown", "fchown", "lchown"} {
-		st := lstatOf(t, m.Path(name))
-		require.Equal(t, uint32(otherGroup), st.Gid, "%s changed no group", name)
-		require.Equal(t, fmt.Sprintf("%#o", unix.S_IFREG|0o755), fmt.Sprintf("%#o", st.Mode), "mode after %s to another group", name)
-	}
-	// Stored, not only what the kernel cached.
-	m.Restart()
-	require.Equal(t, uint32(unix.S_IFREG|0o755), lstatOf(t, m.Path("chown")).Mode)
 }
