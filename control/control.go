@@ -120,9 +120,6 @@ func Holds(s *store.Store) ([]*index.Hold, error) {
 	return hs, err
 }
 
-// Jobs lists the job records of the store (store.Store.Jobs).
-func Jobs(s *store.Store) ([]*index.Job, error) { return s.Jobs() }
-
 // Filesystem is what the control socket needs of the mounted filesystem:
 // removals for the collector that keep the kernel's caches right, and
 // restores of held trees.
@@ -300,7 +297,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) jobs(w http.ResponseWriter, r *http.Request) {
-	jobs, err := Jobs(s.Store)
+	jobs, err := s.Store.Jobs()
 	reply(w, jobs, err)
 }
 

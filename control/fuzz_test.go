@@ -104,7 +104,7 @@ func FuzzRequestBody(f *testing.F) {
 	h := s.handler()
 	f.Fuzz(func(t *testing.T, endpoint uint8, body []byte) {
 		path := []string{"/job", "/restore", "/scrub"}[endpoint%3]
-		before, err := Jobs(s.Store)
+		before, err := s.Store.Jobs()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func FuzzRequestBody(f *testing.F) {
 		if w.Code >= 500 {
 			t.Fatalf("POST %s %q: %d %s", path, body, w.Code, w.Body)
 		}
-		after, err := Jobs(s.Store)
+		after, err := s.Store.Jobs()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ func TestRequestLimits(t *testing.T) {
 	if w := serve(h, http.MethodPost, "/job", two); w.Code != http.StatusBadRequest {
 		t.Errorf("two JSON values: %d %s, want 400", w.Code, w.Body)
 	}
-	if jobs, err := Jobs(s.Store); err != nil || jobs[0].Operator != index.VerdictUnknown {
+	if jobs, err := s.Store.Jobs(); err != nil || jobs[0].Operator != index.VerdictUnknown {
 		t.Fatalf("refused requests changed the job: %+v %v", jobs, err)
 	}
 

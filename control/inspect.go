@@ -12,15 +12,6 @@ import (
 // (store.Store.Inspect and DU, store/report.go), made by the daemon on the
 // store it serves.
 
-// The types of /inspect's answer under the names `statefs inspect`'s test
-// (cmd/statefs/cmd_inspect_test.go) still uses.
-type (
-	Inspection     = store.Inspection
-	ChunkExtent    = store.ChunkExtent
-	ContentSharing = store.ContentSharing
-	ObjectContent  = store.ObjectContent
-)
-
 func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
 	in, err := s.Store.Inspect(r.URL.Query().Get("path"))
 	reply(w, in, err)

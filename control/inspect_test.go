@@ -258,6 +258,7 @@ func TestInspectObject(t *testing.T) {
 	}
 
 	before := time.Now()
+	storetest.LeaveDamaged(t, "it quarantines an object")
 	if marked, err := f.S.Index.Quarantine(f.object(in), "bytes 0-16384 are not the object's"); err != nil || !marked {
 		t.Fatalf("Quarantine: %v, %v", marked, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/internal/testbytes"
 	"github.com/statefs/statefs/store"
 )
@@ -44,6 +45,7 @@ func nextPass(t *testing.T, passes <-chan pass) pass {
 // rot flips the last byte of the object file is, as bit rot would.
 func (f *fixture) rot(file string) cas.Hash {
 	f.T.Helper()
+	storetest.LeaveDamaged(f.T, "it rots the object of "+file)
 	h := f.object(f.inspect(file))
 	path := filepath.Join(f.S.Dir, "objects", h.String()[:2], h.String())
 	o, err := os.OpenFile(path, os.O_RDWR, 0)

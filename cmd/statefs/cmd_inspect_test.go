@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/statefs/statefs/control"
+	"github.com/statefs/statefs/store"
 )
 
 // inspect says how a sealed file is kept: as chunks, with its extents, or
@@ -16,19 +16,19 @@ func TestPrintInspectionSaysHowContentIsKept(t *testing.T) {
 	at := time.Date(2026, 12, 1, 8, 30, 0, 0, time.UTC)
 	for _, c := range []struct {
 		name string
-		in   control.Inspection
+		in   store.Inspection
 		want []string
 		not  []string
 	}{
-		{"chunks", control.Inspection{Type: "file", Content: "sealed", As: "chunks",
-			Extents: []control.ChunkExtent{{Len: 10, Chunk: hash, DiskBytes: 7, Refs: 1}}, Sharing: &control.ContentSharing{UniqueBytes: 10, UniqueChunks: 1}},
+		{"chunks", store.Inspection{Type: "file", Content: "sealed", As: "chunks",
+			Extents: []store.ChunkExtent{{Len: 10, Chunk: hash, DiskBytes: 7, Refs: 1}}, Sharing: &store.ContentSharing{UniqueBytes: 10, UniqueChunks: 1}},
 			[]string{"content  sealed as chunks, 1 extents", hash, "unique   10 bytes in 1 chunks"}, []string{"object"}},
-		{"object", control.Inspection{Type: "file", Content: "sealed", As: "object",
-			Object: &control.ObjectContent{Hash: hash, Refs: 3, DiskBytes: 204800}},
+		{"object", store.Inspection{Type: "file", Content: "sealed", As: "object",
+			Object: &store.ObjectContent{Hash: hash, Refs: 3, DiskBytes: 204800}},
 			[]string{"content  sealed as an object", "object   " + hash, "refs     3 (files that are this object)", "disk     204800 bytes on disk", "status   not quarantined"},
 			[]string{"extents", "unique"}},
-		{"quarantined object", control.Inspection{Type: "file", Content: "sealed", As: "object",
-			Object: &control.ObjectContent{Hash: hash, Refs: 1, Missing: true, Quarantined: true, QuarantinedAt: at, QuarantinedWhy: "group 3 is not the object's"}},
+		{"quarantined object", store.Inspection{Type: "file", Content: "sealed", As: "object",
+			Object: &store.ObjectContent{Hash: hash, Refs: 1, Missing: true, Quarantined: true, QuarantinedAt: at, QuarantinedWhy: "group 3 is not the object's"}},
 			[]string{"missing from the disk", "status   quarantined since 2026-12-01T08:30:00Z: group 3 is not the object's (opens fail with EIO"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
