@@ -273,6 +273,7 @@ func TestObjectMetricsAreReadWhenScraped(t *testing.T) {
 	if got := sample(t, reg, "statefs_quarantined_objects"); got != 0 {
 		t.Errorf("statefs_quarantined_objects = %v before any quarantine, want 0", got)
 	}
+	storetest.LeaveDamaged(t, "it quarantines an object")
 	if _, err := f.S.Index.Quarantine(object, "test"); err != nil {
 		t.Fatal(err)
 	}
