@@ -9,8 +9,10 @@
 //     or closed but not yet sealed, is a plain staging file in the store; it
 //     is served through FUSE passthrough where the kernel offers it, so a
 //     live RocksDB reads and writes it at the speed of the disk. A sealed
-//     file is a manifest of verified chunks, read through the daemon and
-//     kept by the kernel's page cache (it is immutable).
+//     file is immutable: an object (the staging file itself, under its
+//     hash) the kernel reads by passthrough too, or verified chunks or
+//     inline bytes read through the daemon and kept by the kernel's page
+//     cache.
 //   - The kernel lets an inode be open either through passthrough or
 //     through the page cache, never both at once. A staging file is opened
 //     through passthrough unless handles reading sealed content are still
