@@ -265,6 +265,23 @@ func (s *Server) admit(w http.ResponseWriter) (release func(), ok bool) {
 	}
 }
 
+// admitAlone admits a request that runs alone (one collector run, one
+// scrub): mu, taken without waiting, keeps a second one out with 409 and
+// busy saying what goes on; the slot keeps the daemon's requests bounded.
+// release gives back both.
+func (s *Server) admitAlone(w http.ResponseWriter, mu *sync.Mutex, busy string) (release func(), ok bool) {
+	if !mu.TryLock() {
+		http.Error(w, busy+" is already going on", http.StatusConflict)
+		return nil, false
+	}
+	free, ok := s.admit(w)
+	if !ok {
+		mu.Unlock()
+		return nil, false
+	}
+	return func() { free(); mu.Unlock() }, true
+}
+
 // admitted is h, run once admitted.
 func (s *Server) admitted(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -381,12 +398,7 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, errors.New("grace must not be negative"))
 		return
 	}
-	if !s.gcMu.TryLock() {
-		http.Error(w, "a collector run is already going on", http.StatusConflict)
-		return
-	}
-	defer s.gcMu.Unlock()
-	release, ok := s.admit(w)
+	release, ok := s.admitAlone(w, &s.gcMu, "a collector run")
 	if !ok {
 		return
 	}

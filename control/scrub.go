@@ -46,12 +46,7 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("bad request: rate %d is negative", req.Rate), http.StatusBadRequest)
 		return
 	}
-	if !s.scrubMu.TryLock() {
-		http.Error(w, "a scrub is already going on", http.StatusConflict)
-		return
-	}
-	defer s.scrubMu.Unlock()
-	release, ok := s.admit(w)
+	release, ok := s.admitAlone(w, &s.scrubMu, "a scrub")
 	if !ok {
 		return
 	}
