@@ -10,10 +10,12 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,7 +135,12 @@ var (
 	// as pkg.name but names a file.
 	fileName = regexp.MustCompile(`\.(sock|json|md|go|yaml|rules|sh|log|tmp)$`)
 	flagName = regexp.MustCompile(`^--([a-z][a-z0-9-]*)`)
-	goName   = regexp.MustCompile(`^([a-z][a-z0-9]*)\.([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?$`)
+	// repoPath is a path with no extension (a package, a directory):
+	// it is the repository's when its first part is a top directory.
+	repoPath = regexp.MustCompile(`^([a-z][a-z0-9_]*)(/[a-z0-9_.-]+)+$`)
+	// packageRow is a row of DESIGN.md's table of packages.
+	packageRow = regexp.MustCompile("(?m)^\\| `([a-z][a-z0-9_/]*)` \\|")
+	goName     = regexp.MustCompile(`^([a-z][a-z0-9]*)\.([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?$`)
 )
 
 // TestDocumentsCiteWhatExists reads every backticked name in README.md
@@ -181,6 +188,10 @@ func TestDocumentsCiteWhatExists(t *testing.T) {
 				if !exists[cited] {
 					t.Errorf("%s cites file %s, which does not exist", doc, cited)
 				}
+			case repoPath.MatchString(cited) && exists[repoPath.FindStringSubmatch(cited)[1]]:
+				if !exists[cited] {
+					t.Errorf("%s cites %s, which does not exist", doc, cited)
+				}
 			case goName.MatchString(cited) && !fileName.MatchString(cited):
 				g := goName.FindStringSubmatch(cited)
 				p, ok := pkgs[g[1]]
@@ -189,6 +200,103 @@ func TestDocumentsCiteWhatExists(t *testing.T) {
 				}
 				t.Errorf("%s cites %s, which package %s does not declare", doc, cited, g[1])
 			}
+		}
+	}
+}
+
+// TestDesignListsThePackages holds DESIGN.md's table of packages to the
+// packages there are: every row one, and every package a row.
+func TestDesignListsThePackages(t *testing.T) {
+	top := root(t)
+	text, err := os.ReadFile(filepath.Join(top, "DESIGN.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, m := range packageRow.FindAllStringSubmatch(string(text), -1) {
+		listed[m[1]] = true
+	}
+	have := map[string]bool{}
+	for _, name := range files(t, top) {
+		if strings.HasSuffix(name, ".go") {
+			have[filepath.Dir(name)] = true
+		}
+	}
+	for p := range listed {
+		if !have[p] {
+			t.Errorf("DESIGN.md's table of packages lists %s, which is no package", p)
+		}
+	}
+	for p := range have {
+		if !listed[p] {
+			t.Errorf("package %s is not in DESIGN.md's table of packages", p)
+		}
+	}
+}
+
+// TestDesignGivesTheImports holds DESIGN.md's list of the imports between
+// statefs packages (tests left out) to the imports of the sources.
+func TestDesignGivesTheImports(t *testing.T) {
+	top := root(t)
+	text, err := os.ReadFile(filepath.Join(top, "DESIGN.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(text), "The imports between statefs packages")
+	if ok {
+		_, block, ok = strings.Cut(block, "```\n")
+	}
+	if ok {
+		block, _, ok = strings.Cut(block, "```")
+	}
+	if !ok {
+		t.Fatal("DESIGN.md has no list of the imports between statefs packages")
+	}
+	const module = "github.com/statefs/statefs/"
+	imports := map[string]map[string]bool{}
+	for _, name := range files(t, top) {
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(top, name), nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Dir(name)
+		if imports[dir] == nil {
+			imports[dir] = map[string]bool{}
+		}
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(path, module) {
+				imports[dir][strings.TrimPrefix(path, module)] = true
+			}
+		}
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			t.Errorf("DESIGN.md's imports: %q is not a package and its imports", line)
+			continue
+		}
+		pkg, want := fields[0], map[string]bool{}
+		listed[pkg] = true
+		for _, f := range fields[1:] {
+			if f != "-" {
+				want[f] = true
+			}
+		}
+		got := imports[pkg]
+		if got == nil {
+			got = map[string]bool{}
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("DESIGN.md says %s imports %v; it imports %v", pkg, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got)))
+		}
+	}
+	for pkg, deps := range imports {
+		if !listed[pkg] && len(deps) > 0 {
+			t.Errorf("DESIGN.md's imports leave out %s, which imports %v", pkg, slices.Sorted(maps.Keys(deps)))
 		}
 	}
 }
