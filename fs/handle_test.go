@@ -13,6 +13,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/store"
 )
 
@@ -180,6 +181,7 @@ func TestSealedChunksReadBack(t *testing.T) {
 // A damaged chunk fails the read with EIO, never wrong bytes (DESIGN
 // invariant 5).
 func TestDamagedChunkReadsAsEIO(t *testing.T) {
+	storetest.LeaveDamaged(t, "it flips a byte of a chunk")
 	t.Parallel()
 	k := newKernel(t, Options{})
 	k.store.SetSealAs(store.AsChunks)
@@ -228,6 +230,7 @@ func TestDamagedChunkReadsAsEIO(t *testing.T) {
 // With VerifyReads a flipped byte fails the reads of its group with EIO;
 // without, the object is read as it is (the scrub finds the damage).
 func TestSealedObjectReadBack(t *testing.T) {
+	storetest.LeaveDamaged(t, "it flips a byte of an object")
 	for _, verify := range []bool{false, true} {
 		t.Run(fmt.Sprintf("verify %v", verify), func(t *testing.T) {
 			t.Parallel()

@@ -47,15 +47,6 @@ func newKernel(t *testing.T, opts Options) *kernel {
 	return openKernel(t, filepath.Join(t.TempDir(), "store"), opts)
 }
 
-// damagesStore names the tests that leave their store damaged on purpose,
-// and how: their store is not checked when they end (storetest.LeaveDamaged),
-// since each checks what its damage must look like itself.
-var damagesStore = map[string]string{
-	"TestDamagedChunkReadsAsEIO": "flips a byte of a chunk",
-	"TestSealedObjectReadBack":   "flips a byte of an object",
-	"TestFailedSealIsTriedAgain": "removes a staging file",
-}
-
 // openKernel opens the store in dir, its index checked after every commit
 // and the whole store when the test ends (storetest.CheckAtEnd), and
 // serves it with opts. The seal delay defaults to an hour, so that
@@ -63,9 +54,6 @@ var damagesStore = map[string]string{
 // down and the store closed by close, or at the end of the test.
 func openKernel(t *testing.T, dir string, opts Options) *kernel {
 	t.Helper()
-	if why, ok := damagesStore[strings.Split(t.Name(), "/")[0]]; ok {
-		storetest.LeaveDamaged(t, why)
-	}
 	storetest.CheckAtEnd(t, dir)
 	s, unsealed, err := store.Open(dir)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/statefs/statefs/index"
+	"github.com/statefs/statefs/internal/storetest"
 	"github.com/statefs/statefs/store"
 )
 
@@ -85,6 +86,7 @@ func TestSealWaitsForTheLastHandle(t *testing.T) {
 // A seal that fails (its staging file is unreadable) leaves the content in
 // staging and is scheduled again.
 func TestFailedSealIsTriedAgain(t *testing.T) {
+	storetest.LeaveDamaged(t, "it removes a staging file")
 	t.Parallel()
 	k := newKernel(t, Options{})
 	e := k.writeFile(rootNode, "000005.log", []byte("record"))

@@ -156,31 +156,16 @@ func mountFS(t testing.TB, extra ...string) *Mount {
 	return mountStore(t, filepath.Join(t.TempDir(), "store"), extra...)
 }
 
-// damagesStore names the tests that leave their store damaged on purpose,
-// and how. Their store is not checked when the test ends
-// (storetest.LeaveDamaged): each test checks what its damage must look
-// like itself. The other tests that damage a store repair it before they
-// end (TestIOErrorDamagedChunks, TestScrubQuarantinesADamagedObject).
-var damagesStore = map[string]string{
-	"TestStoreCorruptChunkGivesEIO":    "flips a byte of a chunk",
-	"TestVerifyReadsFailsAFlippedByte": "flips a byte of an object",
-	"TestBitRotScrub":                  "flips a byte of a chunk",
-	"TestSecurityStoreSymlinks":        "makes a chunk a symlink",
-}
-
 // mountStore is mountFS with the store at a path of the test's choosing.
 // When the test ends, after the daemon is stopped, the store is checked as
 // `statefs fsck --verify` checks it (storetest.CheckAtEnd), unless the test
-// is one of damagesStore.
+// damages it on purpose and says so (storetest.LeaveDamaged).
 func mountStore(t testing.TB, store string, extra ...string) *Mount {
 	t.Helper()
 	testenv.RequireFUSE(t)
 	m := &Mount{t: t, Store: store, Dir: filepath.Join(t.TempDir(), "mnt"), Args: extra}
 	if err := os.Mkdir(m.Dir, 0o755); err != nil {
 		t.Fatal(err)
-	}
-	if why, ok := damagesStore[strings.Split(t.Name(), "/")[0]]; ok {
-		storetest.LeaveDamaged(t, why)
 	}
 	storetest.CheckAtEnd(t, store) // registered first, so it runs after the unmount
 	m.Start()

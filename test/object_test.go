@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/statefs/statefs/internal/storetest"
 )
 
 // objectFiles lists the paths of the object files of store.
@@ -152,6 +154,7 @@ func TestScrubQuarantinesADamagedObject(t *testing.T) {
 // With --verify-reads the daemon serves objects and verifies each read: a
 // flipped byte fails the read of its range with EIO before any scrub.
 func TestVerifyReadsFailsAFlippedByte(t *testing.T) {
+	storetest.LeaveDamaged(t, "it flips a byte of an object")
 	m := mountFS(t, "--seal-delay", "0", "--verify-reads")
 	content := pseudoRandom(3<<20, 74)
 	writeSyncedWithDir(t, m.Path("d/000009.sst"), content)

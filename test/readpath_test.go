@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/statefs/statefs/internal/storetest"
 )
 
 // groupSize is the unit a read of sealed content verifies (cas.GroupSize).
@@ -121,6 +123,7 @@ func TestSealedPagesCachedNeverStale(t *testing.T) {
 // EIO, and a log line names the file, the offset and the chunk; the other
 // groups of the same chunk still read.
 func TestDamagedGroupFailsOnlyItsReads(t *testing.T) {
+	storetest.LeaveDamaged(t, "it flips a bit of a chunk")
 	m := mountFS(t, "--seal-delay", "0", "--seal-as", "chunks")
 	contents, chunks := faultFiles(t, m, "f")
 	data := contents["f"]

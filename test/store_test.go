@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/statefs/statefs/internal/storetest"
 )
 
 // Two copies of the same 64 MiB SST cost the disk one copy; text-like
@@ -40,6 +42,7 @@ func TestStoreDedupAndCompression(t *testing.T) {
 // A corrupt chunk gives EIO and a log line naming the chunk and the file,
 // never wrong bytes (DESIGN invariant 5).
 func TestStoreCorruptChunkGivesEIO(t *testing.T) {
+	storetest.LeaveDamaged(t, "it flips a byte of a chunk")
 	m := mountFS(t, "--seal-delay", "0", "--seal-as", "chunks")
 	data := pseudoRandom(6<<20, 2)
 	putFile(t, m.Path("victim"), data, 0o644)

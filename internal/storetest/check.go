@@ -33,9 +33,24 @@ type endKey struct {
 }
 
 // damaged holds why each test that damages its stores on purpose does it
-// (LeaveDamaged). Its entries stay: a test's cleanups cannot tell which of
-// them runs last.
-var damaged sync.Map // testing.TB -> string
+// (LeaveDamaged), by the test's name; its subtests are covered too. Its
+// entries stay: a test's cleanups cannot tell which of them runs last.
+var damaged sync.Map // test name -> string
+
+// damagedWhy is why t, or a test t is a subtest of, damages its stores.
+func damagedWhy(t testing.TB) (string, bool) {
+	name := t.Name()
+	for {
+		if why, ok := damaged.Load(name); ok {
+			return why.(string), true
+		}
+		i := strings.LastIndex(name, "/")
+		if i < 0 {
+			return "", false
+		}
+		name = name[:i]
+	}
+}
 
 // CheckAtEnd makes the end of t check the store in dir, or the index if
 // dir holds only an index, once every cleanup registered after this call
@@ -51,7 +66,7 @@ func CheckAtEnd(t testing.TB, dir string) {
 	}
 	t.Cleanup(func() {
 		checked.Delete(key)
-		if why, ok := damaged.Load(t); ok {
+		if why, ok := damagedWhy(t); ok {
 			t.Logf("not checking %s at the end: the test damages it (%s)", dir, why)
 			return
 		}
@@ -60,11 +75,11 @@ func CheckAtEnd(t testing.TB, dir string) {
 	})
 }
 
-// LeaveDamaged turns off the check at the end of t: the test damages its
-// store on purpose, as why says, and its own checks say what the damage
-// must look like.
+// LeaveDamaged turns off the check at the end of t and of its subtests:
+// the test damages its store on purpose, as why says, and its own checks
+// say what the damage must look like.
 func LeaveDamaged(t testing.TB, why string) {
-	damaged.Store(t, why)
+	damaged.Store(t.Name(), why)
 }
 
 // Check checks the open store s now, as the end of the test would (with
