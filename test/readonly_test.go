@@ -36,10 +36,14 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 		{"inspect", sst}, {"inspect", "--json", filepath.Dir(sst)},
 		{"held"}, {"held", "--json"},
 		{"fsck"}, {"fsck", "--verify", "--json"}, {"scrub"},
+		{"gc", "--dry-run", "--gc-grace", "0s"}, {"gc", "--dry-run", "--gc-grace", "0s", "--json"},
 	}
 	for _, end := range []string{"unmount", "kill"} {
 		if end == "unmount" {
 			m.Unmount()
+			// A gone job: gc's dry run plans to collect it.
+			r := runCLI(t, time.Minute, "job", "--store", m.Store, "gone", jobGone)
+			require.Equal(t, 0, r.code, "statefs job gone:\n%s%s", r.stdout, r.stderr)
 		} else {
 			m.Start()
 			putFile(t, m.Path("tm_tm-1/after-restart"), []byte("written before the kill"), 0o644)

@@ -82,7 +82,12 @@ func runGC(c *cli.Context) error {
 	}
 	req := opts.Request
 	var report gc.Report
-	err = onStore(c,
+	// A dry run only reads: offline it opens the store read-only.
+	on := onStore
+	if req.DryRun {
+		on = readStore
+	}
+	err = on(c,
 		func(s *store.Store) (err error) {
 			col := &gc.Collector{Store: s, Oracles: req.Oracles(), Grace: req.Grace}
 			plan, err := col.Plan(c.Context)
