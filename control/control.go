@@ -52,6 +52,21 @@ type GCRequest struct {
 	NotFoundIsGone bool          `json:"not_found_is_gone,omitempty"`
 }
 
+// Check refuses a request the collector cannot run as asked: a negative
+// grace, or a Flink URL that is not an absolute http(s) URL (a typo would
+// make every verdict unknown and collect nothing, silently).
+func (r GCRequest) Check() error {
+	if r.Grace < 0 {
+		return errors.New("grace must not be negative")
+	}
+	for _, u := range r.FlinkURLs {
+		if err := gc.CheckFlinkURL(u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Oracles builds the oracles r asks for.
 func (r GCRequest) Oracles() []gc.Oracle {
 	var os []gc.Oracle
@@ -64,19 +79,26 @@ func (r GCRequest) Oracles() []gc.Oracle {
 	return os
 }
 
-// VerdictRequest is the operator's word about a job.
+// VerdictRequest is the operator's word about a job: a verdict (gone or
+// live), or, with Withdraw, taking back what was said before.
 type VerdictRequest struct {
-	Job     string        `json:"job"`
-	Verdict index.Verdict `json:"verdict"`
+	Job      string        `json:"job"`
+	Verdict  index.Verdict `json:"verdict"`
+	Withdraw bool          `json:"withdraw,omitempty"`
 }
 
 // SetVerdict records the operator's verdict about job in the store's
-// index; the job must have state in the store.
+// index, or withdraws it; the job must have state in the store. The
+// combined verdict follows at the collector's next run, which asks every
+// oracle; `statefs jobs` shows the operator's word at once.
 func SetVerdict(s *store.Store, r VerdictRequest) error {
 	if !owner.IsFlinkID(r.Job) {
 		return fmt.Errorf("%q is not a Flink job id (32 lowercase hex characters)", r.Job)
 	}
-	if r.Verdict != index.VerdictGone && r.Verdict != index.VerdictLive {
+	switch {
+	case r.Withdraw && r.Verdict != index.VerdictUnknown:
+		return fmt.Errorf("withdraw takes no verdict, not %s", r.Verdict)
+	case !r.Withdraw && r.Verdict != index.VerdictGone && r.Verdict != index.VerdictLive:
 		return fmt.Errorf("the operator's verdict must be gone or live, not %s", r.Verdict)
 	}
 	return s.Index.Update(func(tx *index.Tx) error {
@@ -88,6 +110,9 @@ func SetVerdict(s *store.Store, r VerdictRequest) error {
 			return err
 		}
 		j.Operator, j.OperatorAt = r.Verdict, index.Now()
+		if r.Withdraw {
+			j.OperatorAt = 0
+		}
 		return tx.PutJob(j)
 	})
 }
@@ -377,16 +402,28 @@ func (s *Server) CollectEvery(ctx context.Context, interval time.Duration, req G
 		c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.FS}
 		report, err := c.Run(ctx)
 		s.gcMu.Unlock()
-		if s.Collected != nil {
-			s.Collected(report, err)
-		}
-		if err != nil {
-			slog.Error("periodic gc failed", "err", err)
-			continue
-		}
-		slog.Info("periodic gc", "jobs_collected", len(report.Collected), "chunks_swept", report.Swept.Chunks,
-			"bytes_freed", report.Swept.Bytes, "took", report.Took)
+		s.ran("periodic", report, err)
 	}
+}
+
+// ran tells the metrics of a collector run that was not dry, and logs it:
+// a failed run at error level, and each job no oracle could answer about
+// at warning level, naming the oracles and what went wrong, since such a
+// job's state is kept however long it has been gone.
+func (s *Server) ran(how string, report gc.Report, err error) {
+	if s.Collected != nil {
+		s.Collected(report, err)
+	}
+	unanswered := report.Unanswered()
+	for _, v := range unanswered {
+		slog.Warn("collector: no oracle could answer about a job; its state is kept", "run", how, "job", v.Job, "failure", v.Failure)
+	}
+	if err != nil {
+		slog.Error("collector run failed", "run", how, "err", err)
+		return
+	}
+	slog.Info("collector run", "run", how, "jobs_collected", len(report.Collected), "unanswered", len(unanswered),
+		"chunks_swept", report.Swept.Chunks, "bytes_freed", report.Swept.Bytes, "took", report.Took)
 }
 
 func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
@@ -394,8 +431,8 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if req.Grace < 0 {
-		reply(w, nil, errors.New("grace must not be negative"))
+	if err := req.Check(); err != nil {
+		reply(w, nil, err)
 		return
 	}
 	release, ok := s.admitAlone(w, &s.gcMu, "a collector run")
@@ -414,9 +451,7 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	report, err := c.Run(r.Context())
-	if s.Collected != nil {
-		s.Collected(report, err)
-	}
+	s.ran("asked", report, err)
 	reply(w, report, err)
 }
 

@@ -85,6 +85,19 @@ type Report struct {
 	Took      time.Duration `json:"took"`
 }
 
+// Unanswered are the verdicts of r for which no oracle could answer
+// (JobVerdict.Failure): a run with any is not doing its work for those
+// jobs, whose state it keeps however long they have been gone.
+func (r Report) Unanswered() []JobVerdict {
+	var out []JobVerdict
+	for _, v := range r.Verdicts {
+		if v.Failure != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func (c *Collector) now() time.Time {
 	if c.Now != nil {
 		return c.Now()

@@ -55,6 +55,16 @@ const (
 	maxFlinkResponse = 4 << 20
 )
 
+// CheckFlinkURL says why u cannot be a Flink REST endpoint: it must be an
+// absolute http or https URL with a host.
+func CheckFlinkURL(u string) error {
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fmt.Errorf("Flink URL %q is not an http:// or https:// URL with a host", u)
+	}
+	return nil
+}
+
 // Name returns "flink-rest".
 func (f *FlinkREST) Name() string { return "flink-rest" }
 
@@ -62,7 +72,8 @@ func (f *FlinkREST) Name() string { return "flink-rest" }
 type flinkAnswer uint8
 
 const (
-	flinkDoubt    flinkAnswer = iota // anything that is not an answer
+	flinkFailed   flinkAnswer = iota // no answer: unreachable, an error, a malformed body
+	flinkDoubt                       // an answer that decides nothing: SUSPENDED, a state unknown here
 	flinkLive                        // a non-terminal state
 	flinkTerminal                    // FINISHED, CANCELED or FAILED
 	flinkNotFound                    // 404
@@ -120,6 +131,15 @@ func (f *FlinkREST) Judge(ctx context.Context, job string) JobVerdict {
 		out.Verdict = index.VerdictGone
 	}
 	out.Evidence = strings.Join(evidence, "; ")
+	if out.Verdict == index.VerdictUnknown && count[flinkFailed] > 0 {
+		var failed []string
+		for i, a := range answers {
+			if a == flinkFailed {
+				failed = append(failed, evidence[i])
+			}
+		}
+		out.Failure = strings.Join(failed, "; ")
+	}
 	return out
 }
 
@@ -143,25 +163,25 @@ func (f *FlinkREST) timeout() time.Duration {
 
 // ask asks one URL and says what it answered, in words for the evidence.
 func (f *FlinkREST) ask(ctx context.Context, client *http.Client, base, job string) (flinkAnswer, string) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return flinkDoubt, "invalid URL"
+	if err := CheckFlinkURL(base); err != nil {
+		return flinkFailed, "invalid URL"
 	}
+	u, _ := url.Parse(base)
 	u = u.JoinPath("jobs", job)
 
 	reqCtx, cancel := context.WithTimeout(ctx, f.timeout())
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return flinkDoubt, "invalid request: " + err.Error()
+		return flinkFailed, "invalid request: " + err.Error()
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() == nil && reqCtx.Err() == context.DeadlineExceeded {
-			return flinkDoubt, fmt.Sprintf("unreachable: no answer within %v", f.timeout())
+			return flinkFailed, fmt.Sprintf("unreachable: no answer within %v", f.timeout())
 		}
-		return flinkDoubt, "unreachable: " + err.Error()
+		return flinkFailed, "unreachable: " + err.Error()
 	}
 	defer resp.Body.Close()
 
@@ -169,24 +189,24 @@ func (f *FlinkREST) ask(ctx context.Context, client *http.Client, base, job stri
 	case resp.StatusCode == http.StatusNotFound:
 		return flinkNotFound, "404 not found"
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return flinkDoubt, fmt.Sprintf("HTTP %d redirect to %q not followed", resp.StatusCode, resp.Header.Get("Location"))
+		return flinkFailed, fmt.Sprintf("HTTP %d redirect to %q not followed", resp.StatusCode, resp.Header.Get("Location"))
 	case resp.StatusCode != http.StatusOK:
-		return flinkDoubt, fmt.Sprintf("HTTP %d", resp.StatusCode)
+		return flinkFailed, fmt.Sprintf("HTTP %d", resp.StatusCode)
 	}
 
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxFlinkResponse+1))
 	if err != nil {
-		return flinkDoubt, "reading answer: " + err.Error()
+		return flinkFailed, "reading answer: " + err.Error()
 	}
 	if len(body) > maxFlinkResponse {
-		return flinkDoubt, fmt.Sprintf("answer larger than %d bytes", maxFlinkResponse)
+		return flinkFailed, fmt.Sprintf("answer larger than %d bytes", maxFlinkResponse)
 	}
 	state, jid, err := decodeJobDetails(body)
 	if err != nil {
-		return flinkDoubt, "malformed answer: " + err.Error()
+		return flinkFailed, "malformed answer: " + err.Error()
 	}
 	if jid != "" && jid != job {
-		return flinkDoubt, fmt.Sprintf("answer is about job %s", quoteShort(jid))
+		return flinkFailed, fmt.Sprintf("answer is about job %s", quoteShort(jid))
 	}
 	a, known := flinkStates[state]
 	if !known {

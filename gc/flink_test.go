@@ -161,6 +161,13 @@ func TestFlinkRESTAnswers(t *testing.T) {
 			if got.Verdict != tc.want {
 				t.Errorf("verdict %v, want %v (evidence %q)", got.Verdict, tc.want, got.Evidence)
 			}
+			// An unknown verdict is a failure unless Flink answered
+			// something that decides nothing: a 404, SUSPENDED, a state
+			// unknown here.
+			answered := tc.status == 404 || strings.Contains(got.Evidence, ": state ") || strings.Contains(got.Evidence, ": unknown state ")
+			if wantFailure := tc.want == index.VerdictUnknown && !answered; (got.Failure != "") != wantFailure {
+				t.Errorf("failure %q; want one: %v", got.Failure, wantFailure)
+			}
 			if !strings.HasPrefix(got.Evidence, "flink "+srv.URL+": ") || !strings.Contains(got.Evidence, tc.evidence) {
 				t.Errorf("evidence %q, want it to name %s and say %q", got.Evidence, srv.URL, tc.evidence)
 			}
@@ -237,6 +244,9 @@ func TestFlinkRESTUnreachable(t *testing.T) {
 	got := f.Judge(context.Background(), testJob)
 	if got.Verdict != index.VerdictUnknown || !strings.Contains(got.Evidence, "unreachable") || !strings.Contains(got.Evidence, "refused") {
 		t.Errorf("%v %q, want unknown, unreachable: connection refused", got.Verdict, got.Evidence)
+	}
+	if !strings.Contains(got.Failure, "refused") {
+		t.Errorf("failure %q, want the refused connection", got.Failure)
 	}
 }
 

@@ -44,6 +44,7 @@ func (j *JobResultStore) Judge(ctx context.Context, job string) JobVerdict {
 	}
 	if err := ctx.Err(); err != nil {
 		out.Evidence = "jrs " + j.Dir + ": " + err.Error()
+		out.Failure = out.Evidence
 		return out
 	}
 
@@ -54,6 +55,7 @@ func (j *JobResultStore) Judge(ctx context.Context, job string) JobVerdict {
 		return v
 	case <-ctx.Done():
 		out.Evidence = "jrs " + j.Dir + ": " + ctx.Err().Error()
+		out.Failure = out.Evidence
 		return out
 	}
 }
@@ -64,9 +66,11 @@ func (j *JobResultStore) look(out JobVerdict) JobVerdict {
 	switch {
 	case err != nil:
 		out.Evidence = "jrs " + j.Dir + ": unreadable: " + err.Error()
+		out.Failure = out.Evidence
 		return out
 	case !fi.IsDir():
 		out.Evidence = "jrs " + j.Dir + ": not a directory"
+		out.Failure = out.Evidence
 		return out
 	}
 	for _, name := range []string{out.Job + ".json", out.Job + "_DIRTY.json"} {
@@ -77,9 +81,11 @@ func (j *JobResultStore) look(out JobVerdict) JobVerdict {
 			continue
 		case err != nil:
 			out.Evidence = "jrs " + j.Dir + ": unreadable: " + err.Error()
+			out.Failure = out.Evidence
 			return out
 		case !fi.Mode().IsRegular():
 			out.Evidence = "jrs: " + path + ": not a regular file"
+			out.Failure = out.Evidence
 			return out
 		}
 		out.Verdict = index.VerdictGone

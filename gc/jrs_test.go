@@ -79,6 +79,10 @@ func TestJobResultStoreUnreadableDir(t *testing.T) {
 		if got.Verdict != index.VerdictUnknown || !strings.HasPrefix(got.Evidence, tc.evidence) {
 			t.Errorf("%s: %v %q, want unknown, %q", tc.name, got.Verdict, got.Evidence, tc.evidence)
 		}
+		// Not configured is silence; the others are failures.
+		if (got.Failure != "") != (tc.dir != "") {
+			t.Errorf("%s: failure %q", tc.name, got.Failure)
+		}
 	}
 }
 

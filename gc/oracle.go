@@ -27,8 +27,9 @@ const evidenceInvalidJobID = "invalid job id"
 // Live (job ids are reused, so a live run wins over an old result); else Gone if
 // any says Gone; else Unknown. Evidence joins every oracle's evidence in the
 // order given; Oracle names the oracles whose verdict is the merged one. At is
-// taken before any oracle is asked. An invalid job id is refused without
-// asking, and no oracles at all is Unknown.
+// taken before any oracle is asked. An Unknown verdict keeps the failures
+// of the oracles that could not answer (JobVerdict.Failure). An invalid
+// job id is refused without asking, and no oracles at all is Unknown.
 func Combine(ctx context.Context, job string, oracles ...Oracle) JobVerdict {
 	out := JobVerdict{Job: job, Verdict: index.VerdictUnknown, At: time.Now()}
 	if !owner.IsFlinkID(job) {
@@ -52,14 +53,20 @@ func Combine(ctx context.Context, job string, oracles ...Oracle) JobVerdict {
 			out.Verdict = a.Verdict
 		}
 	}
-	var names, evidence []string
+	var names, evidence, failures []string
 	for i, a := range answers {
 		if a.Verdict == out.Verdict {
 			names = append(names, oracles[i].Name())
 		}
 		evidence = append(evidence, a.Evidence)
+		if a.Failure != "" {
+			failures = append(failures, oracles[i].Name()+": "+a.Failure)
+		}
 	}
 	out.Oracle = strings.Join(names, ",")
 	out.Evidence = strings.Join(evidence, "; ")
+	if out.Verdict == index.VerdictUnknown {
+		out.Failure = strings.Join(failures, "; ")
+	}
 	return out
 }

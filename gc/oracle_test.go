@@ -93,6 +93,35 @@ func TestCombine(t *testing.T) {
 	}
 }
 
+// failingOracle cannot answer.
+type failingOracle struct{}
+
+func (failingOracle) Name() string { return "down" }
+
+func (failingOracle) Judge(ctx context.Context, job string) gc.JobVerdict {
+	return gc.JobVerdict{Job: job, Evidence: "down: unreachable", Failure: "unreachable", At: time.Now()}
+}
+
+// An unknown verdict keeps the failures of the oracles that could not
+// answer, named; a verdict another oracle decided has none.
+func TestCombineKeepsFailures(t *testing.T) {
+	U, L, G := index.VerdictUnknown, index.VerdictLive, index.VerdictGone
+	for _, tc := range []struct {
+		name    string
+		other   index.Verdict
+		failure string
+	}{
+		{"down and unknown", U, "down: unreachable"},
+		{"down and gone", G, ""},
+		{"down and live", L, ""},
+	} {
+		got := gc.Combine(context.Background(), testJob, failingOracle{}, &stubOracle{name: "o", verdict: tc.other})
+		if got.Verdict != tc.other || got.Failure != tc.failure {
+			t.Errorf("%s: %v, failure %q; want %v, failure %q", tc.name, got.Verdict, got.Failure, tc.other, tc.failure)
+		}
+	}
+}
+
 func TestCombineRefusesInvalidJobID(t *testing.T) {
 	gone := &stubOracle{name: "gone", verdict: index.VerdictGone}
 	for _, id := range flinkid.InvalidJobIDs {

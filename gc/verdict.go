@@ -11,10 +11,17 @@ import (
 // At is taken before the oracle asked its question, so it is no later than the
 // moment the answer describes: state last written before At was written before
 // the verdict held (DESIGN invariant 4; job ids are reused).
+//
+// Failure says why an oracle could not answer (unreachable, an error, a
+// malformed answer), as distinct from an answer that decides nothing (a
+// 404, SUSPENDED, the operator's silence). A combined verdict has one when
+// it is Unknown and an oracle failed: no oracle could say, and the
+// collector is not doing its work for that job.
 type JobVerdict struct {
 	Job      string        `json:"job"`
 	Verdict  index.Verdict `json:"verdict"`
 	Evidence string        `json:"evidence"`
 	Oracle   string        `json:"oracle"`
 	At       time.Time     `json:"at"`
+	Failure  string        `json:"failure,omitempty"`
 }

@@ -92,7 +92,7 @@ func New(s *store.Store) *Metrics {
 		}, []string{"as"}),
 		gcRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statefs_gc_runs_total",
-			Help: "Collector runs in this daemon (periodic or asked for on the control socket; dry runs aside), by result: ok or failed.",
+			Help: "Collector runs in this daemon (periodic or asked for on the control socket; dry runs aside), by result: ok, failed (the run ended on an error), or unanswered (for some job no oracle could answer: unreachable, an error, a malformed answer).",
 		}, []string{"result"}),
 		gcFreed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "statefs_gc_freed_bytes_total",
@@ -134,6 +134,7 @@ func New(s *store.Store) *Metrics {
 		m.gcRuns.WithLabelValues(result)
 		m.scrubRuns.WithLabelValues(result)
 	}
+	m.gcRuns.WithLabelValues("unanswered")
 	m.Registry.MustRegister(m.ops, m.readBytes, m.writtenBytes, m.sealDuration, m.seals, m.sealedBytes,
 		m.gcRuns, m.gcFreed, m.gcCollected,
 		m.scrubBytes, m.scrubRuns, m.scrubComplete, m.scrubDamaged, m.scrubQuarantined,
@@ -169,8 +170,11 @@ func (m *Metrics) Collected(r gc.Report, err error) {
 		return
 	}
 	result := "ok"
-	if err != nil {
+	switch {
+	case err != nil:
 		result = "failed" // what it removed before it failed is in r all the same
+	case len(r.Unanswered()) > 0:
+		result = "unanswered"
 	}
 	m.gcRuns.WithLabelValues(result).Inc()
 	m.gcFreed.Add(float64(r.Swept.Bytes))

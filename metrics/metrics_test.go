@@ -185,6 +185,7 @@ func TestSealsAndCollectorRuns(t *testing.T) {
 	m.OnSeal(sealed(store.AsObject, 1<<20), time.Second)
 	m.Collected(gc.Report{Collected: make([]gc.Candidate, 2), Swept: store.Swept{Chunks: 3, Bytes: 3 << 20}}, nil)
 	m.Collected(gc.Report{Swept: store.Swept{Bytes: 1 << 20}}, errors.New("oracle gone"))
+	m.Collected(gc.Report{Verdicts: []gc.JobVerdict{{Job: "a"}, {Job: "b", Failure: "flink-rest: unreachable"}}}, nil)
 
 	for _, c := range []struct {
 		name   string
@@ -200,6 +201,7 @@ func TestSealsAndCollectorRuns(t *testing.T) {
 		{"statefs_sealed_bytes_total", []string{"as", "inline"}, 0},
 		{"statefs_gc_runs_total", []string{"result", "ok"}, 1},
 		{"statefs_gc_runs_total", []string{"result", "failed"}, 1},
+		{"statefs_gc_runs_total", []string{"result", "unanswered"}, 1},
 		{"statefs_gc_freed_bytes_total", nil, 4 << 20},
 		{"statefs_gc_collected_total", nil, 2},
 	} {

@@ -195,6 +195,8 @@ func TestGCBadInput(t *testing.T) {
 		{"job", "--store", m.Store, "maybe", jobGone},
 		{"job", "--store", m.Store, "gone", jobLive}, // no state of it here
 		{"gc", "--store", m.Store, "--grace", "-1s"},
+		{"gc", "--store", m.Store, "--flink-url", "notaurl"},
+		{"job", "--store", m.Store, "withdraw"},
 		{"gc", "--store", filepath.Join(m.Store, "nope")},
 	} {
 		out, err := statefs(args...)
@@ -372,4 +374,47 @@ func TestGCKilledMidRunResumes(t *testing.T) {
 	m.Start()
 	_, err = os.Lstat(m.Path(dir))
 	require.True(t, os.IsNotExist(err), "the job's state should be gone: %v", err)
+}
+
+// A collector whose oracle cannot answer says so: the daemon's start-up
+// log states its configuration, each run logs a warning naming the job and
+// the failure and counts as unanswered, not ok, and statefs gc exits 1
+// naming the job; the job's state stays.
+func TestGCUnansweredIsNotOK(t *testing.T) {
+	down := "http://" + freeAddr(t) // nothing listens there
+	addr := freeAddr(t)
+	m := mountFS(t, "--gc-interval", "100ms", "--gc-grace", "0", "--flink-url", down, "--metrics-addr", addr)
+	files := flinkTree(t, m, jobGone, 120)
+	require.Contains(t, m.Log(), "collector on")
+	require.Contains(t, m.Log(), down)
+	require.Eventually(t, func() bool {
+		return scrapeMetrics(t, addr).value("statefs_gc_runs_total", "unanswered") >= 1
+	}, 30*time.Second, 50*time.Millisecond, "no unanswered run counted:\n%s", tail(m.Log(), 3000))
+	require.Zero(t, scrapeMetrics(t, addr).value("statefs_gc_runs_total", "ok"), "a run with an unreachable oracle counted ok")
+	require.Contains(t, m.Log(), "no oracle could answer")
+	require.Contains(t, m.Log(), jobGone)
+	m.Unmount()
+
+	r := runCLI(t, time.Minute, "gc", "--store", m.Store, "--gc-grace", "0", "--flink-url", down)
+	require.Equal(t, 1, r.code, "statefs gc with an unreachable oracle:\n%s%s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "job "+jobGone+": no oracle could answer")
+	require.Contains(t, r.stderr, "unreachable")
+	m.Start()
+	requireTree(t, m, files, true)
+}
+
+// The operator's word shows in statefs jobs as soon as it is said, and a
+// withdrawn word is gone from it: a withdrawn "gone" collects nothing.
+func TestJobVerdictShowsAndWithdraws(t *testing.T) {
+	m := mountFS(t)
+	files := flinkTree(t, m, jobGone, 130)
+	m.Unmount()
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+	require.Regexp(t, jobGone+` +unknown +- +gone at `, mustCLI(t, "jobs", "--store", m.Store))
+	mustCLI(t, "job", "--store", m.Store, "withdraw", jobGone)
+	require.Regexp(t, jobGone+` +unknown +- +- `, mustCLI(t, "jobs", "--store", m.Store))
+	out := mustCLI(t, "gc", "--store", m.Store, "--gc-grace", "0")
+	require.NotContains(t, out, "removed job "+jobGone)
+	m.Start()
+	requireTree(t, m, files, true)
 }

@@ -49,12 +49,16 @@ func collectorRequest(c *cli.Context) (control.GCRequest, error) {
 	if err != nil {
 		return control.GCRequest{}, err
 	}
-	return control.GCRequest{
+	req := control.GCRequest{
 		Grace:          grace,
 		FlinkURLs:      c.StringSlice("flink-url"),
 		JobResultStore: c.String("job-result-store"),
 		NotFoundIsGone: c.Bool("not-found-is-gone"),
-	}, nil
+	}
+	if err := req.Check(); err != nil {
+		return req, fmt.Errorf("%w: --flink-url: %w", errUsage, err)
+	}
+	return req, nil
 }
 
 // gcOptions are gc's flags; the store is --store (onStore).
@@ -111,7 +115,10 @@ func runGC(c *cli.Context) error {
 	if opts.JSON {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+		if err := enc.Encode(report); err != nil {
+			return err
+		}
+		return unanswered(report)
 	}
 	verb := "removed"
 	if req.DryRun {
@@ -133,6 +140,18 @@ func runGC(c *cli.Context) error {
 	fmt.Fprintf(c.App.Writer, "%s %d chunks, %d bytes, in %s\n", verb, report.Swept.Chunks, report.Swept.Bytes, report.Took.Round(time.Millisecond))
 	if o := report.Orphans; o.Files > 0 {
 		fmt.Fprintf(c.App.Writer, "%d removed files are still open: %d bytes are freed when they close\n", o.Files, o.Bytes)
+	}
+	for _, v := range report.Unanswered() {
+		fmt.Fprintf(c.App.ErrWriter, "job %s: no oracle could answer (%s); its state is kept\n", v.Job, v.Failure)
+	}
+	return unanswered(report)
+}
+
+// unanswered fails a run in which no oracle could answer about some job:
+// it did not do its work for them, and an operator's script must see it.
+func unanswered(r gc.Report) error {
+	if n := len(r.Unanswered()); n > 0 {
+		return fmt.Errorf("no oracle could answer about %d of %d jobs; check --flink-url and --job-result-store", n, len(r.Verdicts))
 	}
 	return nil
 }

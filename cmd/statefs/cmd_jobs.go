@@ -36,9 +36,16 @@ func jobsCommand() *cli.Command {
 				return enc.Encode(jobs)
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "JOB\tVERDICT\tSINCE\tLAST WRITE\tEXECUTORS\tEVIDENCE")
+			fmt.Fprintln(w, "JOB\tVERDICT\tSINCE\tOPERATOR\tLAST WRITE\tEXECUTORS\tEVIDENCE")
 			for _, j := range jobs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Verdict, stamp(j.Since), stamp(j.LastWrite), len(j.Executors), j.Evidence)
+				// The operator's word shows from when it is said; the
+				// verdict, which combines it with the oracles', from the
+				// collector's next run.
+				said := "-"
+				if j.Operator != index.VerdictUnknown {
+					said = j.Operator.String() + " at " + stamp(j.OperatorAt)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Verdict, stamp(j.Since), said, stamp(j.LastWrite), len(j.Executors), j.Evidence)
 			}
 			return w.Flush()
 		},

@@ -243,6 +243,13 @@ func runMount(c *cli.Context) error {
 		ctx, stop := context.WithCancel(c.Context)
 		defer stop()
 		go ctl.CollectEvery(ctx, opts.GCInterval, opts.GC)
+		slog.Info("collector on", "interval", opts.GCInterval, "grace", opts.GC.Grace, "flink_urls", opts.GC.FlinkURLs,
+			"job_result_store", opts.GC.JobResultStore, "not_found_is_gone", opts.GC.NotFoundIsGone)
+		if len(opts.GC.Oracles()) == 0 {
+			slog.Warn("collector on with no oracle: only jobs the operator says are gone (statefs job gone) are collected")
+		}
+	} else {
+		slog.Info("collector off: statefs gc runs it on demand (--gc-interval runs it in the daemon)")
 	}
 	if opts.ScrubInterval > 0 {
 		ctx, stop := context.WithCancel(c.Context)

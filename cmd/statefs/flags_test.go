@@ -220,6 +220,9 @@ func TestBadFlagValueIsOneLine(t *testing.T) {
 		{"mount", []string{"--seal-delay", "soon"}, "-seal-delay"}, // Go's flag package names it with one dash
 		{"mount", []string{"--gc-interval", "-1s"}, "--gc-interval"},
 		{"mount", []string{"--gc-grace", "-1s"}, "--gc-grace"},
+		{"mount", []string{"--flink-url", "notaurl"}, "--flink-url"},
+		{"mount", []string{"--flink-url", "http://jobmanager:8081", "--flink-url", "jobmanager:8081"}, "--flink-url"},
+		{"gc", []string{"--flink-url", "ftp://jobmanager"}, "--flink-url"},
 		{"mount", []string{"--grace", "-1s"}, "--gc-grace"},
 		{"mount", []string{"--hold-ttl", "-1s"}, "--hold-ttl"},
 		{"mount", []string{"--hold-window", "-1s"}, "--hold-window"},
