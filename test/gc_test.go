@@ -344,13 +344,15 @@ func TestGCKilledMidRunResumes(t *testing.T) {
 	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
 
 	// Kill gc later and later until a kill lands in the middle of the
-	// removal: some of the job's files gone, some left.
+	// removal: some of the job's files gone, some left. The removal starts
+	// once the run has opened the store and planned (a tenth of a second
+	// or more), and takes about a second.
 	left := 2000
 	for try := 0; left == 2000; try++ {
-		require.Less(t, try, 40, "no kill landed while gc was removing")
+		require.Less(t, try, 100, "no kill landed while gc was removing")
 		cmd := exec.Command(binary, "gc", "--store", m.Store, "--grace", "0")
 		require.NoError(t, cmd.Start())
-		time.Sleep(time.Duration(try*5) * time.Millisecond)
+		time.Sleep(time.Duration(try*20) * time.Millisecond)
 		cmd.Process.Kill()
 		cmd.Wait()
 		out, err := statefs("fsck", "--store", m.Store)
