@@ -423,7 +423,7 @@ func (s *Server) ran(how string, report gc.Report, err error) {
 		return
 	}
 	slog.Info("collector run", "run", how, "jobs_collected", len(report.Collected), "unanswered", len(unanswered),
-		"chunks_swept", report.Swept.Chunks, "bytes_freed", report.Swept.Bytes, "took", report.Took)
+		"chunks_swept", report.Swept.Chunks, "bytes_freed", report.Swept.Bytes, "took", report.Took.Duration())
 }
 
 func (s *Server) gc(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,7 @@ package gc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -78,12 +79,30 @@ type Orphans struct {
 // Report is what one run of the collector did, or what a plan would do
 // (Plan.Report).
 type Report struct {
-	Verdicts  []JobVerdict  `json:"verdicts"`
-	Collected []Candidate   `json:"collected"`
-	Orphans   Orphans       `json:"orphans"`
-	Swept     store.Swept   `json:"swept"`
-	Took      time.Duration `json:"took"`
+	Verdicts  []JobVerdict `json:"verdicts"`
+	Collected []Candidate  `json:"collected"`
+	Orphans   Orphans      `json:"orphans"`
+	Swept     store.Swept  `json:"swept"`
+	Took      Seconds      `json:"took"`
 }
+
+// Seconds is a duration that JSON carries as seconds, as every duration
+// statefs prints.
+type Seconds time.Duration
+
+func (s Seconds) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(s).Seconds()) }
+
+func (s *Seconds) UnmarshalJSON(b []byte) error {
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*s = Seconds(f * float64(time.Second))
+	return nil
+}
+
+// Duration is s as a time.Duration.
+func (s Seconds) Duration() time.Duration { return time.Duration(s) }
 
 // Unanswered are the verdicts of r for which no oracle could answer
 // (JobVerdict.Failure): a run with any is not doing its work for those

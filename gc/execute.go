@@ -19,7 +19,7 @@ import (
 // It reports what it removed, counted as the plan counts (tally), and
 // what the sweep and the removals freed.
 func (c *Collector) Execute(ctx context.Context, p *Plan) (Report, error) {
-	r := Report{Verdicts: p.Verdicts}
+	r := Report{Verdicts: p.Verdicts, Collected: []Candidate{}}
 	// Objects freed meanwhile by the executor's own removals count too.
 	freedBefore, freedBytesBefore := c.Store.Freed()
 	for _, v := range p.Verdicts {
@@ -51,7 +51,7 @@ func (c *Collector) Execute(ctx context.Context, p *Plan) (Report, error) {
 	objects, bytes := c.Store.Freed()
 	r.Swept.Objects += objects - freedBefore
 	r.Swept.Bytes += bytes - freedBytesBefore
-	r.Took = c.now().Sub(p.at)
+	r.Took = Seconds(c.now().Sub(p.at))
 	return r, nil
 }
 

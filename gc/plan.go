@@ -53,7 +53,7 @@ type removal struct {
 // Report is what executing p would do: its verdicts, its trees with what
 // they remove, and what the sweep would free.
 func (p *Plan) Report() Report {
-	r := Report{Verdicts: p.Verdicts, Swept: p.frees, Took: p.took}
+	r := Report{Verdicts: p.Verdicts, Collected: []Candidate{}, Swept: p.frees, Took: Seconds(p.took)}
 	for _, t := range p.trees {
 		r.Collected = append(r.Collected, t.Candidate)
 	}
@@ -65,7 +65,7 @@ func (p *Plan) Report() Report {
 // they leave behind. It records nothing: the verdicts are recorded when the
 // plan is executed.
 func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
-	p := &Plan{at: c.now()}
+	p := &Plan{at: c.now(), Verdicts: []JobVerdict{}}
 	var jobs []*index.Job
 	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
 		jobs, err = tx.Jobs()

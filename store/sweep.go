@@ -14,9 +14,9 @@ import (
 
 // Swept is what a sweep removed, or would remove (Unreferenced).
 type Swept struct {
-	Chunks  int
-	Objects int
-	Bytes   int64
+	Chunks  int   `json:"chunks"`
+	Objects int   `json:"objects"`
+	Bytes   int64 `json:"bytes"`
 }
 
 // Sweep removes every chunk file whose reference count in the index is

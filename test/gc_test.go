@@ -42,7 +42,7 @@ func TestGCCollectsOnlyTheGoneJob(t *testing.T) {
 	freed := before - chunkBytes(t, m)
 	require.GreaterOrEqual(t, freed, int64(5<<20), "gc freed %d bytes of chunks:\n%s", freed, out)
 	// The dry run foretold the chunks the sweep freed.
-	swept := regexp.MustCompile(`remove(?:d)? (\d+ chunks, \d+ bytes)`)
+	swept := regexp.MustCompile(`remove(?:d)? (\d+ chunks and \d+ objects, [^,]+),`)
 	require.Equal(t, swept.FindStringSubmatch(out)[1], swept.FindStringSubmatch(dry)[1], "dry:\n%s\nreal:\n%s", dry, out)
 
 	m.Start()

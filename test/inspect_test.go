@@ -2,10 +2,12 @@ package test
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/stretchr/testify/require"
 )
 
@@ -96,11 +98,12 @@ func TestInspectAndDU(t *testing.T) {
 			require.Zero(t, in.Sharing.UniqueBytes)
 			require.Equal(t, covered, in.Sharing.SharedBytes)
 
-			text := mustCLI(t, "inspect", "--store", m.Store, sst)
+			text := mustCLI(t, "inspect", "--store", m.Store, "--bytes", sst)
 			require.Contains(t, text, "job "+inspectJobX)
 			require.Contains(t, text, "sealed as chunks, "+fmt.Sprint(len(in.Extents))+" extents")
 			require.Contains(t, text, in.Extents[0].Chunk)
-			require.Contains(t, text, fmt.Sprintf("shared   %d bytes", covered))
+			require.Contains(t, text, fmt.Sprintf("shared   %d in", covered))
+			require.Contains(t, mustCLI(t, "inspect", "--store", m.Store, sst), fmt.Sprintf("shared   %s in", humanize.IBytes(uint64(covered))))
 
 			var dir inspectOutput
 			cliJSON(t, &dir, "inspect", "--store", m.Store, "--json", strings.TrimSuffix(sst, "/000012.sst"))
@@ -125,9 +128,13 @@ func TestInspectAndDU(t *testing.T) {
 			// a chunk.
 			require.InDelta(t, gx.PhysicalBytes, gy.PhysicalBytes, 16)
 
+			text = mustCLI(t, "du", "--store", m.Store, "--bytes")
+			require.Regexp(t, fmt.Sprintf(`(?m)^ *%d +%d +%d +%s$`, gx.Files, gx.LogicalBytes, gx.PhysicalBytes, inspectJobX), text)
+			require.Regexp(t, fmt.Sprintf(`(?m)^ *%d +%d +%d +total$`, len(x)+len(y), logicalX+logicalY, chunks), text)
+			// By default sizes read as people read them, right-aligned.
 			text = mustCLI(t, "du", "--store", m.Store)
-			require.Regexp(t, fmt.Sprintf(`(?m)^%s +%d +%d +%d$`, inspectJobX, gx.Files, gx.LogicalBytes, gx.PhysicalBytes), text)
-			require.Regexp(t, fmt.Sprintf(`(?m)^total +%d +%d +%d$`, len(x)+len(y), logicalX+logicalY, chunks), text)
+			require.Regexp(t, fmt.Sprintf(`(?m)^ *%d +%s +%s +total$`, len(x)+len(y),
+				regexp.QuoteMeta(humanize.IBytes(uint64(logicalX+logicalY))), regexp.QuoteMeta(humanize.IBytes(uint64(chunks)))), text)
 
 			var byExec duOutput
 			cliJSON(t, &byExec, "du", "--store", m.Store, "--by", "executor", "--json")

@@ -22,6 +22,7 @@ func duCommand() *cli.Command {
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.StringFlag{Name: "by", Value: string(store.ByJob), Usage: "group by `job`, executor or allocation"},
+			bytesFlag(),
 			jsonFlag(),
 		},
 		OnUsageError: usageError,
@@ -45,21 +46,23 @@ func duCommand() *cli.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(du)
 			}
-			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "%s\tFILES\tLOGICAL\tPHYSICAL\n", strings.ToUpper(string(du.By)))
+			// As du does: the numbers right-aligned, the name last.
+			z := sizesOf(c)
+			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintf(w, "FILES\tLOGICAL\tPHYSICAL\t  %s\n", strings.ToUpper(string(du.By)))
 			for _, g := range append(du.Groups, du.Total) {
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", g.Group, g.Files, g.LogicalBytes, g.PhysicalBytes)
+				fmt.Fprintf(w, "%d\t%s\t%s\t  %s\n", g.Files, z.of(g.LogicalBytes), z.of(g.PhysicalBytes), g.Group)
 			}
 			if err := w.Flush(); err != nil {
 				return err
 			}
 			if du.UnreferencedChunks > 0 {
-				fmt.Fprintf(c.App.Writer, "unreferenced: %d chunks, %d bytes on disk that no file uses (gc sweeps them)\n",
-					du.UnreferencedChunks, du.UnreferencedBytes)
+				fmt.Fprintf(c.App.Writer, "unreferenced: %d chunks, %s on disk that no file uses (gc sweeps them)\n",
+					du.UnreferencedChunks, z.of(du.UnreferencedBytes))
 			}
 			if du.UnreferencedObjects > 0 {
-				fmt.Fprintf(c.App.Writer, "unreferenced: %d objects, %d bytes on disk that only files removed while open are (freed when they close)\n",
-					du.UnreferencedObjects, du.UnreferencedObjectBytes)
+				fmt.Fprintf(c.App.Writer, "unreferenced: %d objects, %s on disk that only files removed while open are (freed when they close)\n",
+					du.UnreferencedObjects, z.of(du.UnreferencedObjectBytes))
 			}
 			if du.MissingChunks > 0 || du.MissingObjects > 0 {
 				fmt.Fprintf(c.App.Writer, "missing: %d chunks and %d objects that files use are not on disk (see statefs fsck)\n",

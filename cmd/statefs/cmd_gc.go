@@ -23,6 +23,7 @@ func gcCommand() *cli.Command {
 		Usage: "remove the state of jobs confirmed gone, then chunks nothing refers to",
 		Flags: slices.Concat([]cli.Flag{storeFlag()}, collectorFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the collector's plan (what it would remove and why, and what that frees), change nothing"},
+			bytesFlag(),
 			jsonFlag(),
 		}),
 		OnUsageError: usageError,
@@ -127,8 +128,9 @@ func runGC(c *cli.Context) error {
 	for _, v := range report.Verdicts {
 		fmt.Fprintf(c.App.Writer, "job %s: %s (%s)\n", v.Job, v.Verdict, v.Evidence)
 	}
+	z := sizesOf(c)
 	for _, cand := range report.Collected {
-		removed := fmt.Sprintf("%d names, %d files, %d bytes", cand.Names, cand.Files, cand.Bytes)
+		removed := fmt.Sprintf("%d names, %d files, %s", cand.Names, cand.Files, z.of(cand.Bytes))
 		if cand.Executor != "" {
 			fmt.Fprintf(c.App.Writer, "%s executor %s: %s (every job it held is gone and collected, nothing written within the grace period); kept %d\n",
 				verb, cand.Executor, removed, cand.Kept)
@@ -137,9 +139,9 @@ func runGC(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "%s job %s: %s (verdict %s since %s: %s); kept %d written after it\n",
 			verb, cand.Job.ID, removed, cand.Verdict.Verdict, stamp(cand.Job.Since), cand.Verdict.Evidence, cand.Kept)
 	}
-	fmt.Fprintf(c.App.Writer, "%s %d chunks, %d bytes, in %s\n", verb, report.Swept.Chunks, report.Swept.Bytes, report.Took.Round(time.Millisecond))
+	fmt.Fprintf(c.App.Writer, "%s %d chunks and %d objects, %s, in %s\n", verb, report.Swept.Chunks, report.Swept.Objects, z.of(report.Swept.Bytes), report.Took.Duration().Round(time.Millisecond))
 	if o := report.Orphans; o.Files > 0 {
-		fmt.Fprintf(c.App.Writer, "%d removed files are still open: %d bytes are freed when they close\n", o.Files, o.Bytes)
+		fmt.Fprintf(c.App.Writer, "%d removed files are still open: %s are freed when they close\n", o.Files, z.of(o.Bytes))
 	}
 	for _, v := range report.Unanswered() {
 		fmt.Fprintf(c.App.ErrWriter, "job %s: no oracle could answer (%s); its state is kept\n", v.Job, v.Failure)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/dustin/go-humanize"
 	"github.com/urfave/cli/v2"
 
 	"github.com/statefs/statefs/control"
@@ -19,7 +18,7 @@ func heldCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "held",
 		Usage:        "list the trees the executor removed that statefs holds (mount --hold-deletes)",
-		Flags:        []cli.Flag{storeFlag(), jsonFlag()},
+		Flags:        []cli.Flag{storeFlag(), bytesFlag(), jsonFlag()},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
@@ -35,12 +34,15 @@ func heldCommand() *cli.Command {
 			if c.Bool("json") {
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
+				if holds == nil {
+					holds = []*index.Hold{} // an empty list, not null
+				}
 				return enc.Encode(holds)
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "HOLD\tHELD AT\tFILES\tBYTES\tJOBS\tPATH")
 			for _, h := range holds {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", h.ID, stamp(h.At), h.Files, humanize.IBytes(uint64(h.Bytes)), strings.Join(h.Jobs, ","), h.Path)
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", h.ID, stamp(h.At), h.Files, sizesOf(c).of(h.Bytes), strings.Join(h.Jobs, ","), h.Path)
 			}
 			return w.Flush()
 		},

@@ -19,7 +19,7 @@ func inspectCommand() *cli.Command {
 		Name:         "inspect",
 		Usage:        "show a file or directory of the store: inode, owner, its chunks or object and how they are shared",
 		ArgsUsage:    "PATH (relative to the mount root; . is the root)",
-		Flags:        []cli.Flag{storeFlag(), jsonFlag()},
+		Flags:        []cli.Flag{storeFlag(), bytesFlag(), jsonFlag()},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -41,18 +41,18 @@ func inspectCommand() *cli.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(in)
 			}
-			return printInspection(c.App.Writer, in)
+			return printInspection(c.App.Writer, in, sizesOf(c))
 		},
 	}
 }
 
-func printInspection(w io.Writer, in *store.Inspection) error {
+func printInspection(w io.Writer, in *store.Inspection, z sizes) error {
 	line := func(key, format string, a ...any) { fmt.Fprintf(w, "%-9s"+format+"\n", append([]any{key}, a...)...) }
 	line("path", "%s", in.Path)
 	line("inode", "%d", in.Ino)
 	line("type", "%s", in.Type)
 	line("mode", "%s %s", in.Mode, in.Permissions)
-	line("size", "%d", in.Size)
+	line("size", "%s", z.of(int64(in.Size)))
 	line("nlink", "%d", in.Nlink)
 	line("uid:gid", "%d:%d", in.Uid, in.Gid)
 	for _, t := range []struct {
@@ -72,7 +72,7 @@ func printInspection(w io.Writer, in *store.Inspection) error {
 	case in.Object != nil:
 		line("content", "sealed as an object")
 		o := in.Object
-		disk := fmt.Sprintf("%d bytes on disk", o.DiskBytes)
+		disk := z.of(o.DiskBytes) + " on disk"
 		if o.Missing {
 			disk = "missing from the disk"
 		}
@@ -92,30 +92,30 @@ func printInspection(w io.Writer, in *store.Inspection) error {
 	case "staging":
 		line("content", "staging (file %016x, not sealed yet)", in.Staging)
 	case "inline":
-		line("content", "inline (%d bytes in the index)", in.Size)
+		line("content", "inline (%s in the index)", z.of(int64(in.Size)))
 	case "empty":
 		line("content", "empty")
 	}
 	if in.Sharing == nil {
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  OFFSET\tLENGTH\tDISK\tREFS\tCHUNK")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "OFFSET\tLENGTH\tDISK\tREFS\t  CHUNK")
 	for _, e := range in.Extents {
-		disk := fmt.Sprint(e.DiskBytes)
+		disk := z.of(e.DiskBytes)
 		if e.Missing {
 			disk = "missing"
 		}
-		fmt.Fprintf(tw, "  %d\t%d\t%s\t%d\t%s\n", e.Off, e.Len, disk, e.Refs, e.Chunk)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t  %s\n", e.Off, z.of(int64(e.Len)), disk, e.Refs, e.Chunk)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	sh := in.Sharing
-	line("unique", "%d bytes in %d chunks, %d bytes on disk (no other file uses them)", sh.UniqueBytes, sh.UniqueChunks, sh.UniqueDiskBytes)
-	line("shared", "%d bytes in %d chunks (other files use them too)", sh.SharedBytes, sh.SharedChunks)
+	line("unique", "%s in %d chunks, %s on disk (no other file uses them)", z.of(sh.UniqueBytes), sh.UniqueChunks, z.of(sh.UniqueDiskBytes))
+	line("shared", "%s in %d chunks (other files use them too)", z.of(sh.SharedBytes), sh.SharedChunks)
 	if sh.HoleBytes > 0 {
-		line("holes", "%d bytes", sh.HoleBytes)
+		line("holes", "%s", z.of(sh.HoleBytes))
 	}
 	return nil
 }

@@ -22,10 +22,10 @@ func TestPrintInspectionSaysHowContentIsKept(t *testing.T) {
 	}{
 		{"chunks", store.Inspection{Type: "file", Content: "sealed", As: "chunks",
 			Extents: []store.ChunkExtent{{Len: 10, Chunk: hash, DiskBytes: 7, Refs: 1}}, Sharing: &store.ContentSharing{UniqueBytes: 10, UniqueChunks: 1}},
-			[]string{"content  sealed as chunks, 1 extents", hash, "unique   10 bytes in 1 chunks"}, []string{"object"}},
+			[]string{"content  sealed as chunks, 1 extents", hash, "unique   10 B in 1 chunks"}, []string{"object"}},
 		{"object", store.Inspection{Type: "file", Content: "sealed", As: "object",
 			Object: &store.ObjectContent{Hash: hash, Refs: 3, DiskBytes: 204800}},
-			[]string{"content  sealed as an object", "object   " + hash, "refs     3 (files that are this object)", "disk     204800 bytes on disk", "status   not quarantined"},
+			[]string{"content  sealed as an object", "object   " + hash, "refs     3 (files that are this object)", "disk     200 KiB on disk", "status   not quarantined"},
 			[]string{"extents", "unique"}},
 		{"quarantined object", store.Inspection{Type: "file", Content: "sealed", As: "object",
 			Object: &store.ObjectContent{Hash: hash, Refs: 1, Missing: true, Quarantined: true, QuarantinedAt: at, QuarantinedWhy: "group 3 is not the object's"}},
@@ -33,7 +33,7 @@ func TestPrintInspectionSaysHowContentIsKept(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out strings.Builder
-			if err := printInspection(&out, &c.in); err != nil {
+			if err := printInspection(&out, &c.in, sizes{}); err != nil {
 				t.Fatal(err)
 			}
 			for _, w := range c.want {

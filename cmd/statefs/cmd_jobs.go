@@ -33,6 +33,9 @@ func jobsCommand() *cli.Command {
 			if c.Bool("json") {
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
+				if jobs == nil {
+					jobs = []*index.Job{} // an empty list, not null
+				}
 				return enc.Encode(jobs)
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)

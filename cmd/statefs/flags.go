@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -18,6 +19,24 @@ import (
 
 func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+}
+
+// bytesFlag is --bytes, for the commands that print sizes.
+func bytesFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "bytes", Usage: "print sizes as exact byte counts (--json always does)"}
+}
+
+// sizes prints byte counts as --bytes says: exactly, or as people read
+// them (IEC units with one decimal, 5.4 MiB), one style in every command.
+type sizes struct{ exact bool }
+
+func sizesOf(c *cli.Context) sizes { return sizes{exact: c.Bool("bytes")} }
+
+func (z sizes) of(n int64) string {
+	if z.exact {
+		return strconv.FormatInt(n, 10)
+	}
+	return humanize.IBytes(uint64(max(n, 0)))
 }
 
 func rulesFlag() cli.Flag {
