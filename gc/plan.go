@@ -326,25 +326,25 @@ func (c *Collector) frees(tx *index.Tx, trees []*tree) (store.Swept, error) {
 			objects[*m.Object]++
 		}
 	}
-	for h, drop := range objects {
-		refs, err := tx.ObjectRefs(h)
+	if err := lastRefs(objects, tx.ObjectRefs, c.Store.ObjectSize, &freed.Objects, &freed.Bytes); err != nil {
+		return freed, err
+	}
+	return freed, lastRefs(chunks, tx.ChunkRefs, c.Store.ChunkSize, &freed.Chunks, &freed.Bytes)
+}
+
+// lastRefs counts into n and bytes the hashes of dropped whose every
+// reference (refs) is among those dropped, with their size on disk; a
+// hash with no file on disk frees nothing.
+func lastRefs(dropped map[cas.Hash]uint64, refs func(cas.Hash) (uint64, error), size func(cas.Hash) (int64, error), n *int, bytes *int64) error {
+	for h, drop := range dropped {
+		r, err := refs(h)
 		if err != nil {
-			return freed, err
+			return err
 		}
-		if size, err := c.Store.ObjectSize(h); refs <= drop && err == nil {
-			freed.Objects++
-			freed.Bytes += size
+		if sz, err := size(h); r <= drop && err == nil {
+			*n++
+			*bytes += sz
 		}
 	}
-	for h, drop := range chunks {
-		refs, err := tx.ChunkRefs(h)
-		if err != nil {
-			return freed, err
-		}
-		if size, err := c.Store.ChunkSize(h); refs <= drop && err == nil {
-			freed.Chunks++
-			freed.Bytes += size
-		}
-	}
-	return freed, nil
+	return nil
 }

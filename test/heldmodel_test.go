@@ -106,9 +106,12 @@ func (a *atticModel[N]) makePending(p string, n N, born span) bool {
 }
 
 // count is the number of pending names of file f.
-func (a *atticModel[N]) count(f N) int {
+func (a *atticModel[N]) count(f N) int { return namesOf(a.pending, f) }
+
+// namesOf is the number of names in names that are file f.
+func namesOf[N comparable](names map[string]N, f N) int {
 	c := 0
-	for _, n := range a.pending {
+	for _, n := range names {
 		if n == f {
 			c++
 		}
@@ -165,15 +168,7 @@ type modelHold[N atticName[N]] struct {
 }
 
 // count is the number of names file f has in the held tree.
-func (hd *modelHold[N]) count(f N) int {
-	c := 0
-	for _, n := range hd.names {
-		if n == f {
-			c++
-		}
-	}
-	return c
-}
+func (hd *modelHold[N]) count(f N) int { return namesOf(hd.names, f) }
 
 // children lists the names in directory rel of the held tree, sorted.
 func (hd *modelHold[N]) children(rel string) []string {
