@@ -22,9 +22,9 @@ func csiCommand() *cli.Command {
 			"daemon restarted, at start and every --rebind-interval, once the daemon's mount serves.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "endpoint", Value: "unix:///csi/csi.sock", Usage: "the CSI `ENDPOINT` to listen on (unix:///PATH)"},
-			&cli.StringFlag{Name: "node-id", Usage: "this node's `NAME`, as Kubernetes knows it", Required: true},
+			required(&cli.StringFlag{Name: "node-id", Usage: "this node's `NAME`, as Kubernetes knows it"}),
 			storeFlag(),
-			&cli.StringFlag{Name: "mount", Usage: "the `DIR` the daemon mounts the store on", Required: true},
+			required(&cli.StringFlag{Name: "mount", Usage: "the `DIR` the daemon mounts the store on"}),
 			&cli.DurationFlag{Name: "rebind-interval", Value: 10 * time.Second, Usage: "how often to look for stale targets to bind again"},
 		},
 		OnUsageError: usageError,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -19,6 +20,29 @@ import (
 
 func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+}
+
+// required marks f as a flag its command cannot run without. The command's
+// Before (requireFlags, set by newApp) refuses its absence in one line:
+// urfave/cli's own check of a required flag prints the whole help first.
+func required(f *cli.StringFlag) *cli.StringFlag {
+	f.Usage += " (required)"
+	requiredFlags.Store(f.Name, true)
+	return f
+}
+
+var requiredFlags sync.Map // flag name -> true
+
+// requireFlags refuses a command line without one of the command's
+// required flags.
+func requireFlags(c *cli.Context) error {
+	for _, f := range c.Command.Flags {
+		name := f.Names()[0]
+		if _, ok := requiredFlags.Load(name); ok && c.String(name) == "" {
+			return fmt.Errorf("%w: --%s is required", errUsage, name)
+		}
+	}
+	return nil
 }
 
 // bytesFlag is --bytes, for the commands that print sizes.

@@ -33,8 +33,8 @@ var optionsOf = map[string]func(*cli.Context) (any, error){
 	"fsck":  func(c *cli.Context) (any, error) { return newFsckOptions(c), nil },
 }
 
-// required are arguments that make each command's line complete.
-var required = map[string][]string{
+// completeArgs are arguments that make each command's line complete.
+var completeArgs = map[string][]string{
 	"mount": {"--store", "/var/lib/statefs/store"},
 	"gc":    {"--store", "/var/lib/statefs/store"},
 	"csi":   {"--node-id", "node-1", "--store", "/var/lib/statefs/store", "--mount", "/var/lib/statefs/mnt"},
@@ -70,7 +70,7 @@ func parse(t *testing.T, command string, args ...string) (any, error) {
 // complete is a command line of command with args: its required flags
 // first, and for mount a MOUNTPOINT last.
 func complete(command string, args ...string) []string {
-	line := append(slices.Clone(required[command]), args...)
+	line := append(slices.Clone(completeArgs[command]), args...)
 	if command == "mount" {
 		line = append(line, "/mnt")
 	}
@@ -265,5 +265,33 @@ func TestBadFlagValueIsOneLine(t *testing.T) {
 				t.Errorf("statefs %s %q: error %q, want one line naming %s", tt.command, tt.args, err, tt.flag)
 			}
 		})
+	}
+}
+
+// Every command that takes --store refuses its absence in one line naming
+// it, and no help page; STATEFS_STORE gives it instead.
+func TestStoreIsRequiredInOneLine(t *testing.T) {
+	for _, cmd := range newApp().Commands {
+		if !slices.ContainsFunc(cmd.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), "store") }) {
+			continue
+		}
+		t.Run(cmd.Name, func(t *testing.T) {
+			t.Setenv("STATEFS_STORE", "")
+			app := newApp()
+			var printed strings.Builder
+			app.Writer, app.ErrWriter = &printed, &printed
+			line := []string{"statefs", cmd.Name}
+			if cmd.Name == "csi" { // its other required flags
+				line = append(line, "--node-id", "node-1", "--mount", "/mnt")
+			}
+			err := app.Run(line)
+			if err == nil || !strings.Contains(err.Error(), "--store") || oneLine(err) != err.Error() || printed.Len() > 0 {
+				t.Errorf("statefs %s without --store: %v, printed %q; want one line naming --store", cmd.Name, err, printed.String())
+			}
+		})
+	}
+	t.Setenv("STATEFS_STORE", filepath.Join(t.TempDir(), "nostore"))
+	if err := newApp().Run([]string{"statefs", "jobs"}); err == nil || !strings.Contains(err.Error(), "nostore is not a statefs store") {
+		t.Errorf("statefs jobs with STATEFS_STORE set: %v; want it to look at that store", err)
 	}
 }

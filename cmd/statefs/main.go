@@ -24,7 +24,7 @@ func main() {
 // newApp is the command line, built afresh on each call (urfave/cli keeps
 // what it parsed in the flags); the tests run it in-process.
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:    "statefs",
 		Usage:   "a persistent, deduplicating local-state filesystem for stream processors",
 		Version: version,
@@ -51,6 +51,10 @@ func newApp() *cli.App {
 		// Errors are printed once, by main, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	for _, cmd := range app.Commands {
+		cmd.Before = requireFlags
+	}
+	return app
 }
 
 // usageError turns urfave/cli's complaint about flags into one plain line

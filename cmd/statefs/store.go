@@ -12,8 +12,10 @@ import (
 	"github.com/statefs/statefs/store"
 )
 
+// storeFlag is --store, which every command that takes it needs; the
+// environment can give it.
 func storeFlag() cli.Flag {
-	return &cli.StringFlag{Name: "store", Usage: "the store `DIR`", Required: true}
+	return required(&cli.StringFlag{Name: "store", EnvVars: []string{"STATEFS_STORE"}, Usage: "the store `DIR`"})
 }
 
 // onStore runs a command that changes the --store: directly when no
