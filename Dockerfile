@@ -1,7 +1,7 @@
 # The statefs image: one binary that is both the FUSE daemon (statefs mount)
 # and the CSI node plugin (statefs csi); deploy/kubernetes/ runs it as both.
 #
-#   docker build -t statefs:dev .
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t statefs:$(git describe --tags --always --dirty) .
 #
 # The build stage runs `make build`, the build the test suite (make test, CI)
 # builds and mounts; deploy/kubernetes/manifests_test.go checks that this
@@ -13,7 +13,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN GOFLAGS=-ldflags=-X=main.version=${VERSION} make build
+RUN VERSION=${VERSION} make build
 
 # The runtime is the binary on Debian slim (the same Debian, so the same glibc,
 # as the build stage). It needs no fuse3: the daemon mounts /dev/fuse with the

@@ -12,8 +12,12 @@ MNT      := $(VAR)/mnt
 
 all: build
 
+# VERSION is what `statefs --version` says: the commit it was built from
+# (git describe), or what the image build passes.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/statefs
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/statefs
 
 # test-deps installs the RocksDB tools (db_bench, ldb) that test/rocksdb_test.go
 # drives as a real client. It only touches the system when they are missing.

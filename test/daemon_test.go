@@ -32,6 +32,17 @@ func TestMountOverDeadMount(t *testing.T) {
 	requireContent(t, m.Path("f"), data)
 }
 
+// A second daemon on a live mount is refused in one line that says what
+// is there, and the first one serves on.
+func TestMountOverLiveMount(t *testing.T) {
+	m := mountFS(t)
+	writeSynced(t, m.Path("f"), []byte("served"))
+	other := filepath.Join(t.TempDir(), "store")
+	r := runCLI(t, time.Minute, "mount", "--store", other, m.Dir)
+	requireOneLineError(t, r, "already a FUSE mount")
+	requireContent(t, m.Path("f"), []byte("served"))
+}
+
 // SIGTERM stops a daemon whose mount is bound elsewhere (a CSI volume)
 // within its grace: the bind goes stale instead of keeping the daemon
 // serving it for ever, and the next daemon serves the mountpoint again.

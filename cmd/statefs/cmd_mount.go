@@ -360,6 +360,9 @@ func checkMountpoint(mnt string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("mountpoint %s is not a directory", mnt)
 	}
+	if isFUSEMount(mnt) {
+		return fmt.Errorf("mountpoint %s is already a FUSE mount that answers (a daemon serves it; umount it first)", mnt)
+	}
 	f, err := os.Open(mnt)
 	if err != nil {
 		return fmt.Errorf("mountpoint: %w", err)
