@@ -366,17 +366,9 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	dest := req.Dest
-	if filepath.IsAbs(dest) {
-		rel, err := filepath.Rel(s.Mountpoint, filepath.Clean(dest))
-		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			reply(w, nil, fmt.Errorf("restore destination %s is not inside the mount %s", dest, s.Mountpoint))
-			return
-		}
-		dest = rel
-	}
-	if !filepath.IsLocal(dest) {
-		reply(w, nil, fmt.Errorf("restore destination %s: give a path inside the mount %s, downwards only", req.Dest, s.Mountpoint))
+	dest, err := s.inMount(req.Dest)
+	if err != nil {
+		reply(w, nil, fmt.Errorf("restore destination %w", err))
 		return
 	}
 	release, ok := s.admit(w)
@@ -385,6 +377,24 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	reply(w, struct{}{}, s.FS.Restore(req.Hold, dest))
+}
+
+// inMount is path relative to the mount root: path as given, or an
+// absolute path inside the daemon's mount made relative. Anything outside
+// the mount, or going up, is refused.
+func (s *Server) inMount(path string) (string, error) {
+	rel := path
+	if filepath.IsAbs(path) {
+		var err error
+		rel, err = filepath.Rel(s.Mountpoint, filepath.Clean(path))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return "", fmt.Errorf("%s is not inside the mount %s", path, s.Mountpoint)
+		}
+	}
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%s: give a path inside the mount %s, downwards only", path, s.Mountpoint)
+	}
+	return rel, nil
 }
 
 // CollectEvery runs the collector with req every interval until ctx ends;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"path/filepath"
 
 	"github.com/statefs/statefs/store"
 )
@@ -12,8 +13,23 @@ import (
 // (store.Store.Inspect and DU, store/report.go), made by the daemon on the
 // store it serves.
 
+// inspect takes a path relative to the mount root, or, as restore does,
+// an absolute path inside the daemon's mount.
 func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
-	in, err := s.Store.Inspect(r.URL.Query().Get("path"))
+	path := r.URL.Query().Get("path")
+	if filepath.IsAbs(path) {
+		rel, err := s.inMount(path)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		path = rel
+	}
+	if err := store.CheckPath(path); err != nil {
+		reply(w, nil, err)
+		return
+	}
+	in, err := s.Store.Inspect(path)
 	reply(w, in, err)
 }
 

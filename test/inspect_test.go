@@ -149,14 +149,20 @@ func TestInspectAndDURefuse(t *testing.T) {
 	flinkTree(t, m, inspectJobX, 80)
 	for _, mounted := range []bool{true, false} {
 		t.Run(fmt.Sprintf("mounted=%v", mounted), func(t *testing.T) {
-			if !mounted {
+			absPath, absolute := m.Path("tm_tm-1"), []string{"absolute", "relative to the mount root", "not mounted"}
+			if mounted {
+				// A daemon takes an absolute path inside its mount, as
+				// restore does, and refuses one outside it.
+				require.Contains(t, mustCLI(t, "inspect", "--store", m.Store, m.Path("tm_tm-1")), "path     tm_tm-1")
+				absPath, absolute = "/etc", []string{"/etc", "not inside the mount"}
+			} else {
 				m.Unmount()
 			}
 			for _, c := range []struct {
 				args  []string
 				names []string
 			}{
-				{[]string{"inspect", "--store", m.Store, m.Path("tm_tm-1")}, []string{"absolute", "relative to the mount root"}},
+				{[]string{"inspect", "--store", m.Store, absPath}, absolute},
 				{[]string{"inspect", "--store", m.Store, "tm_tm-1/../tm_tm-1"}, []string{"'..'"}},
 				{[]string{"inspect", "--store", m.Store}, []string{"PATH"}},
 				{[]string{"inspect", "--store", m.Store, "a", "b"}, []string{"PATH"}},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,13 +26,21 @@ func inspectCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return fmt.Errorf("%w: inspect takes one PATH, relative to the mount root (flags first: statefs inspect --store DIR PATH)", errUsage)
 			}
+			// A daemon takes an absolute path inside its mount too; a
+			// store no daemon serves knows no mountpoint.
 			path := c.Args().First()
-			if err := store.CheckPath(path); err != nil {
+			if err := store.CheckPath(path); err != nil && !filepath.IsAbs(path) {
 				return err
 			}
 			var in *store.Inspection
 			err := readStore(c,
-				func(s *store.Store) (err error) { in, err = s.Inspect(path); return err },
+				func(s *store.Store) (err error) {
+					if err := store.CheckPath(path); err != nil {
+						return fmt.Errorf("%w (the store is not mounted)", err)
+					}
+					in, err = s.Inspect(path)
+					return err
+				},
 				func(d *control.Client) (err error) { in, err = d.Inspect(c.Context, path); return err })
 			if err != nil {
 				return err
