@@ -7,6 +7,7 @@ package kubernetes
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -266,6 +267,41 @@ func hostPath(t *testing.T, spec *corev1.PodSpec, name string) string {
 	return v.HostPath.Path
 }
 
+// The examples and the node's objects can be applied together: no two
+// objects of a kind share a namespace and name.
+func TestManifestNamesAreDistinct(t *testing.T) {
+	seen := map[string]string{}
+	for file, objects := range manifests(t) {
+		for _, obj := range objects {
+			o, ok := obj.(metav1.Object)
+			if !ok {
+				t.Fatalf("%s: %T has no object metadata", file, obj)
+			}
+			key := strings.TrimPrefix(strings.TrimPrefix(fmt.Sprintf("%T", obj), "*v1."), "*") + " " + o.GetNamespace() + "/" + o.GetName()
+			if other, dup := seen[key]; dup {
+				t.Errorf("%s is in both %s and %s: applying the directory replaces one with the other", key, other, file)
+			}
+			seen[key] = file
+		}
+	}
+}
+
+// Prometheus's pod discovery finds each daemon's metrics: the pod template
+// says to scrape the port the daemon serves them on.
+func TestDaemonsAreScraped(t *testing.T) {
+	ds := only[appsv1.DaemonSet](t, "daemonset.yaml")
+	ss := only[appsv1.StatefulSet](t, "flink-taskmanager-sidecar.yaml")
+	for _, tmpl := range []*corev1.PodTemplateSpec{&ds.Spec.Template, &ss.Spec.Template} {
+		daemon := container(t, &tmpl.Spec, "statefs")
+		args := daemonCommand(t, daemon)
+		port := strings.TrimPrefix(flag(args[slices.Index(args, "mount")+1:], "metrics-addr"), ":")
+		a := tmpl.Annotations
+		if a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != port || a["prometheus.io/path"] != "/metrics" {
+			t.Errorf("pod annotations %v: want prometheus.io/scrape true, port %s, path /metrics", a, port)
+		}
+	}
+}
+
 func TestCSIDriver(t *testing.T) {
 	d := only[storagev1.CSIDriver](t, "csidriver.yaml")
 	if d.Name != csi.DriverName {
@@ -302,6 +338,13 @@ func checkDaemon(t *testing.T, spec *corev1.PodSpec, daemon *corev1.Container, p
 	}
 	if !privileged(daemon) {
 		t.Error("the daemon container must be privileged: it mounts")
+	}
+	if !slices.Contains(mountArgs, "--hold-deletes") {
+		t.Error("the daemon must hold deletes (--hold-deletes): Flink removes the local state a restarted TaskManager would use")
+	}
+	req, lim := daemon.Resources.Requests, daemon.Resources.Limits
+	if req.Cpu().IsZero() || req.Memory().IsZero() || lim.Memory().IsZero() || lim.Memory().Cmp(*req.Memory()) < 0 {
+		t.Errorf("daemon resources %+v: want CPU and memory requests and a memory limit at least the request", daemon.Resources)
 	}
 	all := map[string]*corev1.Probe{"startup": daemon.StartupProbe, "liveness": daemon.LivenessProbe, "readiness": daemon.ReadinessProbe}
 	for _, name := range probes {
