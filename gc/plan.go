@@ -112,8 +112,7 @@ func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
 			return err
 		}
 		p.trees = append(p.trees, executors...)
-		tally(p.trees)
-		p.frees, err = c.frees(tx, p.trees)
+		p.frees, err = c.frees(tx, tally(p.trees))
 		return err
 	})
 	p.took = c.now().Sub(p.at)
@@ -270,8 +269,8 @@ func executorGone(tx *index.Tx, e *index.Executor, cutoff int64, collected map[s
 // tally counts what each tree's removals remove: the names, and the files
 // whose last name they are, with their bytes. A file counts in the tree
 // whose removal brings the names removed in the run to its link count.
-// Both a plan and an executed run count with it.
-func tally(trees []*tree) {
+// Both a plan and an executed run count with it; it returns those files.
+func tally(trees []*tree) (lost []uint64) {
 	removed := map[uint64]uint32{}
 	for _, t := range trees {
 		t.Names, t.Files, t.Bytes = 0, 0, 0
@@ -284,34 +283,24 @@ func tally(trees []*tree) {
 			if removed[r.ino] == r.nlink {
 				t.Files++
 				t.Bytes += r.size
+				lost = append(lost, r.ino)
 			}
 		}
 	}
+	return lost
 }
 
-// frees is what a sweep would free once trees are removed: the chunk and
-// object files no manifest refers to now, and those whose every reference
-// is held by files that lose their last name (their content goes with
+// frees is what a sweep would free once the files in lost lose their last
+// name: the chunk and object files no manifest refers to now, and those
+// whose every reference is held by those files (their content goes with
 // them; staging content is no chunk's).
-func (c *Collector) frees(tx *index.Tx, trees []*tree) (store.Swept, error) {
+func (c *Collector) frees(tx *index.Tx, lost []uint64) (store.Swept, error) {
 	freed, err := c.Store.Unreferenced(tx)
 	if err != nil {
 		return freed, err
 	}
-	removed, nlink := map[uint64]uint32{}, map[uint64]uint32{}
-	for _, t := range trees {
-		for _, r := range t.removals {
-			if !r.isDir {
-				removed[r.ino]++
-				nlink[r.ino] = r.nlink
-			}
-		}
-	}
 	chunks, objects := map[cas.Hash]uint64{}, map[cas.Hash]uint64{}
-	for ino, names := range removed {
-		if names < nlink[ino] {
-			continue // a name stays
-		}
+	for _, ino := range lost {
 		m, err := tx.Manifest(ino)
 		if errors.Is(err, index.ErrNotFound) {
 			continue // staging content, or none
