@@ -59,6 +59,9 @@ func TestReaddirplusAnswersAsLookup(t *testing.T) {
 		e := k.writeFile(dir.node, fmt.Sprintf("f%04d", i), []byte(fmt.Sprint(i)))
 		k.waitSealed(e.attr.Ino)
 	}
+	// The next two files stay in staging: a seal delay of a millisecond
+	// could fire before disarm under the race detector.
+	k.fs.opts.SealDelay = time.Hour
 	staging := k.writeFile(dir.node, "staging", []byte("not sealed yet"))
 	k.disarm(staging.attr.Ino)
 	replaced := fmt.Sprintf("f%04d", files-1)
