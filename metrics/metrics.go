@@ -27,10 +27,9 @@ import (
 )
 
 // Metrics are the metrics of one mounted store, in a registry of their own.
-// The methods that record something (FUSE, Sealed, Collected, Scrubbed) do
-// nothing on
-// a nil *Metrics, so a daemon without --metrics-addr passes nil and
-// pays nothing.
+// The methods that record something (FUSE, OnSeal, SetGCInterval,
+// Collected, Scrubbed) do nothing on a nil *Metrics, so a daemon without
+// --metrics-addr passes nil and pays nothing.
 type Metrics struct {
 	Registry *prometheus.Registry
 
@@ -44,6 +43,8 @@ type Metrics struct {
 	gcRuns       *prometheus.CounterVec
 	gcFreed      prometheus.Counter
 	gcCollected  prometheus.Counter
+	gcInterval   prometheus.Gauge // the periodic collector's interval, 0: none
+	gcComplete   prometheus.Gauge // unix time the last run that ended without error ended
 
 	scrubBytes       prometheus.Counter
 	scrubRuns        *prometheus.CounterVec
@@ -102,6 +103,14 @@ func New(s *store.Store) *Metrics {
 			Name: "statefs_gc_collected_total",
 			Help: "Jobs and executor trees whose state the collector removed.",
 		}),
+		gcInterval: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "statefs_gc_interval_seconds",
+			Help: "How often this daemon runs the collector (--gc-interval); 0 when it runs none of its own and only statefs gc runs it.",
+		}),
+		gcComplete: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "statefs_gc_last_complete_timestamp_seconds",
+			Help: "Unix time at which this daemon's last collector run that ended without error ended, result ok or unanswered (0: none yet).",
+		}),
 		scrubBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "statefs_scrub_bytes_total",
 			Help: "Bytes of chunks and objects the daemon's scrubs (periodic or asked for on the control socket) read and verified against their hashes.",
@@ -136,7 +145,7 @@ func New(s *store.Store) *Metrics {
 	}
 	m.gcRuns.WithLabelValues("unanswered")
 	m.Registry.MustRegister(m.ops, m.readBytes, m.writtenBytes, m.sealDuration, m.seals, m.sealedBytes,
-		m.gcRuns, m.gcFreed, m.gcCollected,
+		m.gcRuns, m.gcFreed, m.gcCollected, m.gcInterval, m.gcComplete,
 		m.scrubBytes, m.scrubRuns, m.scrubComplete, m.scrubDamaged, m.scrubQuarantined,
 		newStoreCollector(s, storeScanInterval, scanCostFactor),
 		collectors.NewGoCollector(),
@@ -163,8 +172,19 @@ func (m *Metrics) OnSeal(x *store.PreparedSeal, took time.Duration) {
 	m.sealedBytes.WithLabelValues(string(x.As)).Add(float64(x.Manifest.Size))
 }
 
+// SetGCInterval records how often the daemon runs the collector (0:
+// never). With statefs_gc_last_complete_timestamp_seconds it tells a
+// collector that is on but has not completed a run for several intervals.
+func (m *Metrics) SetGCInterval(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.gcInterval.Set(d.Seconds())
+}
+
 // Collected records one collector run that was not dry. It is
-// control.Server.Collected.
+// control.Server.Collected. A run that ended without error is complete
+// even if some job went unanswered: it did all it could.
 func (m *Metrics) Collected(r gc.Report, err error) {
 	if m == nil {
 		return
@@ -175,6 +195,9 @@ func (m *Metrics) Collected(r gc.Report, err error) {
 		result = "failed" // what it removed before it failed is in r all the same
 	case len(r.Unanswered()) > 0:
 		result = "unanswered"
+	}
+	if err == nil {
+		m.gcComplete.Set(float64(time.Now().UnixNano()) / 1e9)
 	}
 	m.gcRuns.WithLabelValues(result).Inc()
 	m.gcFreed.Add(float64(r.Swept.Bytes))

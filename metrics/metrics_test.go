@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +213,41 @@ func TestSealsAndCollectorRuns(t *testing.T) {
 	}
 }
 
+// The collector's interval is what the daemon set, and a run that ended
+// without error (ok or unanswered) is complete; a failed one is not.
+func TestCollectorInterval(t *testing.T) {
+	m := New(storetest.NewWithObjects(t).S)
+	for _, name := range []string{"statefs_gc_interval_seconds", "statefs_gc_last_complete_timestamp_seconds"} {
+		if got := sample(t, m.Registry, name); got != 0 {
+			t.Errorf("%s = %v before anything was set or run, want 0", name, got)
+		}
+	}
+	m.SetGCInterval(10 * time.Minute)
+	if got := sample(t, m.Registry, "statefs_gc_interval_seconds"); got != 600 {
+		t.Errorf("statefs_gc_interval_seconds = %v, want 600", got)
+	}
+	m.Collected(gc.Report{}, errors.New("index: closed"))
+	if got := sample(t, m.Registry, "statefs_gc_last_complete_timestamp_seconds"); got != 0 {
+		t.Errorf("statefs_gc_last_complete_timestamp_seconds = %v after a failed run, want 0", got)
+	}
+	for _, run := range []gc.Report{
+		{Verdicts: []gc.JobVerdict{{Job: "a", Failure: "flink-rest: unreachable"}}}, // unanswered
+		{}, // ok
+	} {
+		before := time.Now()
+		m.Collected(run, nil)
+		after := time.Now()
+		at := sample(t, m.Registry, "statefs_gc_last_complete_timestamp_seconds")
+		if at < float64(before.UnixNano())/1e9 || at > float64(after.UnixNano())/1e9 {
+			t.Errorf("statefs_gc_last_complete_timestamp_seconds = %v after a run that ended between %v and %v", at, before, after)
+		}
+	}
+	m.SetGCInterval(0)
+	if got := sample(t, m.Registry, "statefs_gc_interval_seconds"); got != 0 {
+		t.Errorf("statefs_gc_interval_seconds = %v with the collector off, want 0", got)
+	}
+}
+
 // A pass counts by how it ended; one stopped by its context is no run, and
 // only a complete pass sets the time and the damage found.
 func TestScrubPasses(t *testing.T) {
@@ -354,6 +391,89 @@ func TestStoreMetricsAreReadWhenScraped(t *testing.T) {
 	}
 }
 
+// The disk's size and free space are statfs's, read at each scrape, and
+// the reserve is what the two reserve files hold.
+func TestDiskMetricsAreReadWhenScraped(t *testing.T) {
+	f := storetest.NewWithObjects(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStoreCollector(f.S, time.Hour, 0)) // the disk is read afresh all the same
+	sample(t, reg, "statefs_files")
+	before, err := f.S.Statfs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, free := sample(t, reg, "statefs_disk_size_bytes"), sample(t, reg, "statefs_disk_free_bytes")
+	after, err := f.S.Statfs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(before.Blocks) * float64(before.Bsize); size != want {
+		t.Errorf("statefs_disk_size_bytes = %v, want statfs's %v", size, want)
+	}
+	// Other tests write to the same disk meanwhile: the free space is
+	// statfs's available blocks within what they can write in a moment.
+	const slack = 64 << 20
+	lo := float64(min(before.Bavail, after.Bavail))*float64(before.Bsize) - slack
+	hi := float64(max(before.Bavail, after.Bavail))*float64(before.Bsize) + slack
+	if free < lo || free > hi {
+		t.Errorf("statefs_disk_free_bytes = %v, want statfs's available bytes, between %v and %v", free, lo, hi)
+	}
+	var files float64
+	for _, name := range store.ReserveNames {
+		fi, err := os.Lstat(filepath.Join(f.S.Dir, name))
+		if err != nil {
+			t.Fatalf("the store on a disk with room keeps its reserve: %v", err)
+		}
+		files += float64(fi.Size())
+	}
+	if got := sample(t, reg, "statefs_disk_reserve_bytes"); got <= 0 || got != files {
+		t.Errorf("statefs_disk_reserve_bytes = %v, want the reserve files' %v", got, files)
+	}
+}
+
+// The reserve metric follows the files as the keeper releases them: half
+// the reserve once the first is gone, nothing once both are. The store is
+// opened read-only, which keeps no reserve, so nothing makes them again.
+func TestDiskReserveFollowsTheFiles(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = store.OpenReadOnly(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStoreCollector(s, 0, 0))
+	second, err := os.Lstat(filepath.Join(dir, store.ReserveNames[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := sample(t, reg, "statefs_disk_reserve_bytes")
+	for _, c := range []struct {
+		remove string
+		want   float64
+	}{
+		{"", whole},
+		{store.ReserveNames[0], float64(second.Size())},
+		{store.ReserveNames[1], 0},
+	} {
+		if c.remove != "" {
+			if err := os.Remove(filepath.Join(dir, c.remove)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := sample(t, reg, "statefs_disk_reserve_bytes"); got != c.want {
+			t.Errorf("statefs_disk_reserve_bytes = %v with %q removed, want %v", got, c.remove, c.want)
+		}
+	}
+	if whole != 2*float64(second.Size()) {
+		t.Errorf("statefs_disk_reserve_bytes = %v with both files, want twice the second's %d", whole, second.Size())
+	}
+}
+
 // One scan answers the scrapes within the interval.
 func TestStoreScanIsShared(t *testing.T) {
 	f := storetest.NewWithObjects(t)
@@ -386,7 +506,9 @@ func TestMetricsEndpoint(t *testing.T) {
 		"statefs_logical_bytes", "statefs_jobs{verdict=\"gone\"}", "statefs_gc_runs_total{result=\"ok\"}", "go_goroutines",
 		"statefs_seals_total{as=\"object\"}", "statefs_sealed_bytes_total{as=\"inline\"}", "statefs_scrub_runs_total{result=\"failed\"}",
 		"statefs_scrub_bytes_total", "statefs_scrub_last_complete_timestamp_seconds", "statefs_scrub_quarantined_total",
-		"statefs_objects", "statefs_object_bytes", "statefs_quarantined_objects"} {
+		"statefs_objects", "statefs_object_bytes", "statefs_quarantined_objects",
+		"statefs_disk_size_bytes", "statefs_disk_free_bytes", "statefs_disk_reserve_bytes",
+		"statefs_gc_interval_seconds", "statefs_gc_last_complete_timestamp_seconds", "process_start_time_seconds"} {
 		if !strings.Contains(rec.Body.String(), name) {
 			t.Errorf("GET /metrics has no %s", name)
 		}

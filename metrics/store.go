@@ -23,7 +23,9 @@ const (
 
 // storeCollector reports the store's state, read when Prometheus scrapes:
 // the same numbers as .statefs/stats.json (store.Stats) and the jobs by
-// verdict. Nothing on the write path feeds it.
+// verdict, from a scan that answers for a while; and the disk's size, free
+// space, reserve and fullness, read afresh at every scrape (a statfs and
+// two lstats). Nothing on the write path feeds it.
 type storeCollector struct {
 	store    *store.Store
 	interval time.Duration
@@ -75,6 +77,12 @@ var (
 		"Age of the scan of the store the other store gauges come from (a scan answers for 20 times as long as it took, 5 s at the least).", nil, nil)
 	descDiskFull = prometheus.NewDesc("statefs_disk_full",
 		"1 while the store's disk is full: the mount refuses new content with ENOSPC until twice the reserve is free.", nil, nil)
+	descDiskSize = prometheus.NewDesc("statefs_disk_size_bytes",
+		"Size of the filesystem that holds the store.", nil, nil)
+	descDiskFree = prometheus.NewDesc("statefs_disk_free_bytes",
+		"Bytes of the store's filesystem that writers can still take (statfs's available blocks, as df on the mount shows them); the reserve is not among them.", nil, nil)
+	descDiskReserve = prometheus.NewDesc("statefs_disk_reserve_bytes",
+		"Bytes the store's reserve files hold for the index now: the whole reserve (an eighth of the disk, 128 MiB at most) while the disk has room, half of it once the free space fell below half the reserve, 0 once the disk is full.", nil, nil)
 	descJobs = prometheus.NewDesc("statefs_jobs",
 		"Jobs the store holds state of, by their latest verdict: live, unknown or gone.", []string{"verdict"}, nil)
 )
@@ -88,7 +96,8 @@ var _ prometheus.Collector = (*storeCollector)(nil)
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStagingBytes, descStagingFiles, descSealBacklog, descFiles,
 		descOrphans, descOrphanBytes, descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes,
-		descObjects, descObjectBytes, descQuarantined, descJobs, descScanAge, descDiskFull} {
+		descObjects, descObjectBytes, descQuarantined, descJobs, descScanAge,
+		descDiskFull, descDiskSize, descDiskFree, descDiskReserve} {
 		ch <- d
 	}
 }
@@ -99,6 +108,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		full = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descDiskFull, prometheus.GaugeValue, full)
+	if st, err := c.store.Statfs(); err != nil {
+		ch <- prometheus.NewInvalidMetric(descDiskFree, err)
+	} else {
+		ch <- prometheus.MustNewConstMetric(descDiskSize, prometheus.GaugeValue, float64(st.Blocks)*float64(st.Bsize))
+		ch <- prometheus.MustNewConstMetric(descDiskFree, prometheus.GaugeValue, float64(st.Bavail)*float64(st.Bsize))
+	}
+	ch <- prometheus.MustNewConstMetric(descDiskReserve, prometheus.GaugeValue, float64(c.store.Reserved()))
 	scan, scanned := c.scan()
 	if scan.err != nil {
 		ch <- prometheus.NewInvalidMetric(descFiles, scan.err)

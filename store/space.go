@@ -319,6 +319,21 @@ func allocate(path string, log bool) error {
 	return unix.Fallocate(int(f.Fd()), 0, 0, n)
 }
 
+// Reserved is the bytes the reserve files hold now: the whole reserve
+// (reserveSize) while the disk has room, half of it once the first file is
+// released, nothing once the disk is full or where the reserve could not
+// be made. It costs two lstats and changes nothing, so the metrics read it
+// at every scrape.
+func (s *Store) Reserved() int64 {
+	var n int64
+	for _, name := range ReserveNames {
+		if fi, err := os.Lstat(filepath.Join(s.Dir, name)); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
 // roomFor fails with ENOSPC unless n bytes can be written and leave half
 // the reserve free: the daemon's own writes (seals) never make the keeper
 // release the reserve.

@@ -213,6 +213,7 @@ func runMount(c *cli.Context) error {
 	if metricsLn != nil {
 		m = metrics.New(s)
 	}
+	m.SetGCInterval(opts.GCInterval)
 	fsOpts := opts.FS
 	fsOpts.OnSeal = m.OnSeal
 	fsys, root := fs.New(s, fsOpts, unsealed)
