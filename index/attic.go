@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/statefs/statefs/owner"
 )
@@ -206,6 +207,36 @@ type Hold struct {
 	Dropping string `json:"dropping,omitempty"` // why
 }
 
+// A hold record is kept as JSON with At in nanoseconds since the epoch
+// (storedHold, the fields' own tags); Hold's JSON, which statefs prints and
+// the control socket carries, gives it as an RFC 3339 time.
+type storedHold Hold
+
+func decodeHold(b []byte) (*Hold, error) {
+	h := &Hold{}
+	return h, json.Unmarshal(b, (*storedHold)(h))
+}
+
+// holdJSON is Hold as statefs prints it.
+type holdJSON struct {
+	storedHold
+	At time.Time `json:"at"`
+}
+
+func (h Hold) MarshalJSON() ([]byte, error) {
+	return json.Marshal(holdJSON{storedHold: storedHold(h), At: clock(h.At)})
+}
+
+func (h *Hold) UnmarshalJSON(b []byte) error {
+	var v holdJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*h = Hold(v.storedHold)
+	h.At = nanos(v.At)
+	return nil
+}
+
 // HoldPending moves directory name out of pending directory dir (the path
 // it had in the tree is h.Path) into the held directory under h.ID, and
 // records h. h's Ino, jobs, executor, files and bytes are filled in here.
@@ -274,7 +305,7 @@ func (tx *Tx) summarize(h *Hold, n *Inode) error {
 
 // PutHold writes h.
 func (tx *Tx) PutHold(h *Hold) error {
-	b, err := json.Marshal(h)
+	b, err := json.Marshal((*storedHold)(h))
 	if err != nil {
 		return err
 	}
@@ -287,16 +318,15 @@ func (tx *Tx) Hold(id string) (*Hold, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Hold{}
-	return h, json.Unmarshal(b, h)
+	return decodeHold(b)
 }
 
 // Holds lists every hold in id order, which is the order they were made.
 func (tx *Tx) Holds() ([]*Hold, error) {
 	var hs []*Hold
 	err := tx.scan(kindPrefix(prefixHold), true, func(_, v []byte) (bool, error) {
-		h := &Hold{}
-		if err := json.Unmarshal(v, h); err != nil {
+		h, err := decodeHold(v)
+		if err != nil {
 			return false, err
 		}
 		hs = append(hs, h)

@@ -309,16 +309,15 @@ func (c *checker) load(tx *Tx) error {
 			c.attic[keyString(k)] = binary.BigEndian.Uint64(v)
 		}},
 		{prefixHold, func(k, v []byte) {
-			h := &Hold{}
-			if err := json.Unmarshal(v, h); err != nil || h.ID != keyString(k) {
+			h, err := decodeHold(v)
+			if err != nil || h.ID != keyString(k) {
 				c.add(ProblemHold, "hold record %q does not decode or names another hold: %s", keyString(k), v)
 				return
 			}
 			c.holds[h.ID] = h
 		}},
 		{prefixJob, func(k, v []byte) {
-			var j Job
-			if err := json.Unmarshal(v, &j); err != nil {
+			if j, err := decodeJob(v); err != nil {
 				c.add(ProblemJob, "job record %q: %v", keyString(k), err)
 			} else if j.ID != keyString(k) {
 				c.add(ProblemJob, "job record %q holds job %q", keyString(k), j.ID)

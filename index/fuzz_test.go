@@ -120,15 +120,16 @@ func FuzzOwnerRecord(f *testing.F) {
 	})
 }
 
-// FuzzJSONRecords covers the records kept as JSON (jobs, executors, holds):
-// a value that decodes encodes to a value that decodes to the same record,
-// so rewriting a record (every NoteWrite does) never changes what it says.
+// FuzzJSONRecords covers the records kept as JSON (jobs, executors, holds),
+// in both of their forms: as stored, and as statefs prints them and the
+// control socket carries them. A value that decodes encodes to a value that
+// decodes to the same record, so rewriting a record (every NoteWrite does)
+// never changes what it says, and a record sent over the socket arrives
+// whole.
 func FuzzJSONRecords(f *testing.F) {
-	for _, v := range []any{
-		&Job{ID: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", FirstWrite: 1, LastWrite: 2, Executors: []string{"tm-1"}, Verdict: VerdictGone, Since: 3, Operator: VerdictLive},
-		&Executor{ID: "tm-1", LastWrite: 5, Jobs: []string{"j"}},
-		&Hold{ID: "0000000000000001", Ino: 9, Path: "tm_1/localState/aid_x", Jobs: []string{"j"}, At: 1, Files: 2, Bytes: -1, Dropping: "ttl"},
-	} {
+	job := &Job{ID: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", FirstWrite: 1, LastWrite: 2, Executors: []string{"tm-1"}, Verdict: VerdictGone, Since: 3, Operator: VerdictLive}
+	hold := &Hold{ID: "0000000000000001", Ino: 9, Path: "tm_1/localState/aid_x", Jobs: []string{"j"}, At: 1, Files: 2, Bytes: -1, Dropping: "ttl"}
+	for _, v := range []any{job, (*storedJob)(job), &Executor{ID: "tm-1", LastWrite: 5, Jobs: []string{"j"}}, hold, (*storedHold)(hold)} {
 		b, err := json.Marshal(v)
 		if err != nil {
 			f.Fatal(err)
@@ -136,24 +137,44 @@ func FuzzJSONRecords(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"id":"\ud800","executors":[],"jobs":null,"files":1e400}`))
+	type form struct {
+		name   string
+		decode func([]byte) (any, error)
+		encode func(any) ([]byte, error)
+	}
+	printed := func(v any) ([]byte, error) { return json.Marshal(v) }
+	into := func(v any) func([]byte) (any, error) {
+		return func(b []byte) (any, error) { return v, json.Unmarshal(b, v) }
+	}
+	forms := []func() form{
+		func() form {
+			return form{"stored job", func(b []byte) (any, error) { return decodeJob(b) }, func(v any) ([]byte, error) { return encodeJob(v.(*Job)) }}
+		},
+		func() form { return form{"printed job", into(&Job{}), printed} },
+		func() form { return form{"executor", into(&Executor{}), printed} },
+		func() form {
+			return form{"stored hold", func(b []byte) (any, error) { return decodeHold(b) }, func(v any) ([]byte, error) { return json.Marshal((*storedHold)(v.(*Hold))) }}
+		},
+		func() form { return form{"printed hold", into(&Hold{}), printed} },
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, newRecord := range []func() any{
-			func() any { return &Job{} }, func() any { return &Executor{} }, func() any { return &Hold{} },
-		} {
-			first := newRecord()
-			if json.Unmarshal(b, first) != nil {
+		for _, newForm := range forms {
+			fm := newForm()
+			first, err := fm.decode(b)
+			if err != nil {
 				continue
 			}
-			enc, err := json.Marshal(first)
+			enc, err := fm.encode(first)
 			if err != nil {
-				t.Fatalf("%T decoded from %q does not encode: %v", first, b, err)
+				t.Fatalf("%s decoded from %q does not encode: %v", fm.name, b, err)
 			}
-			second := newRecord()
-			if err := json.Unmarshal(enc, second); err != nil {
-				t.Fatalf("%T: %q encodes to %q, which does not decode: %v", first, b, enc, err)
+			fm = newForm()
+			second, err := fm.decode(enc)
+			if err != nil {
+				t.Fatalf("%s: %q encodes to %q, which does not decode: %v", fm.name, b, enc, err)
 			}
-			if again, _ := json.Marshal(second); !bytes.Equal(again, enc) {
-				t.Fatalf("%T: %q encodes to %q, which re-encodes to %q", first, b, enc, again)
+			if again, _ := fm.encode(second); !bytes.Equal(again, enc) {
+				t.Fatalf("%s: %q encodes to %q, which re-encodes to %q", fm.name, b, enc, again)
 			}
 		}
 	})

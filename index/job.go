@@ -3,13 +3,14 @@ package index
 import (
 	"encoding/json"
 	"slices"
+	"time"
 
 	"github.com/statefs/statefs/owner"
 )
 
 // Job is what the index knows about one job: when its state was written,
 // where, and the latest verdict about whether it still lives. Times are
-// nanoseconds since the epoch.
+// nanoseconds since the epoch, 0 for not set.
 type Job struct {
 	ID          string   `json:"id"`
 	FirstWrite  int64    `json:"first_write"`
@@ -35,24 +36,89 @@ type Job struct {
 // (package gc writes the verdicts).
 func (j *Job) Gone() bool { return j.Verdict == VerdictGone }
 
-// UnmarshalJSON decodes a record as PutJob writes it, verdicts as their
-// names. Records written before verdicts had a type hold them as bare
-// strings, and every reader took anything but "live" and "gone" ("" above
-// all) for unknown: such a record still decodes, its odd verdicts as
+// A job record is kept as JSON with its times in nanoseconds since the
+// epoch (storedJob, the fields' own tags); Job's JSON, which statefs prints
+// and the control socket carries, gives them as RFC 3339 times (jobJSON).
+type storedJob Job
+
+func encodeJob(j *Job) ([]byte, error) { return json.Marshal((*storedJob)(j)) }
+
+// decodeJob decodes a record as PutJob writes it, verdicts as their names.
+// Records written before verdicts had a type hold them as bare strings, and
+// every reader took anything but "live" and "gone" ("" above all) for
+// unknown: such a record still decodes, its odd verdicts as
 // VerdictUnknown, rather than failing every listing of the jobs.
-func (j *Job) UnmarshalJSON(b []byte) error {
-	type fields Job // Job's fields without this method
+func decodeJob(b []byte) (*Job, error) {
 	var rec struct {
-		fields
+		storedJob
 		Verdict  string `json:"verdict"`
 		Operator string `json:"operator"`
 	}
 	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, err
+	}
+	j := Job(rec.storedJob)
+	j.Verdict, j.Operator = storedVerdict(rec.Verdict), storedVerdict(rec.Operator)
+	return &j, nil
+}
+
+// jobJSON is Job as statefs prints it: times in RFC 3339, those not set
+// left out.
+type jobJSON struct {
+	ID          string    `json:"id"`
+	FirstWrite  time.Time `json:"first_write"`
+	LastWrite   time.Time `json:"last_write"`
+	Executors   []string  `json:"executors,omitempty"`
+	Allocations []string  `json:"allocations,omitempty"`
+	Verdict     Verdict   `json:"verdict"`
+	Evidence    string    `json:"evidence,omitempty"`
+	Oracle      string    `json:"oracle,omitempty"`
+	Since       time.Time `json:"since,omitzero"`
+	CheckedAt   time.Time `json:"checked_at,omitzero"`
+	Operator    Verdict   `json:"operator,omitempty"`
+	OperatorAt  time.Time `json:"operator_at,omitzero"`
+}
+
+func (j Job) MarshalJSON() ([]byte, error) {
+	return json.Marshal(jobJSON{
+		ID: j.ID, FirstWrite: clock(j.FirstWrite), LastWrite: clock(j.LastWrite),
+		Executors: j.Executors, Allocations: j.Allocations,
+		Verdict: j.Verdict, Evidence: j.Evidence, Oracle: j.Oracle,
+		Since: clock(j.Since), CheckedAt: clock(j.CheckedAt),
+		Operator: j.Operator, OperatorAt: clock(j.OperatorAt),
+	})
+}
+
+func (j *Job) UnmarshalJSON(b []byte) error {
+	var v jobJSON
+	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	*j = Job(rec.fields)
-	j.Verdict, j.Operator = storedVerdict(rec.Verdict), storedVerdict(rec.Operator)
+	*j = Job{
+		ID: v.ID, FirstWrite: nanos(v.FirstWrite), LastWrite: nanos(v.LastWrite),
+		Executors: v.Executors, Allocations: v.Allocations,
+		Verdict: v.Verdict, Evidence: v.Evidence, Oracle: v.Oracle,
+		Since: nanos(v.Since), CheckedAt: nanos(v.CheckedAt),
+		Operator: v.Operator, OperatorAt: nanos(v.OperatorAt),
+	}
 	return nil
+}
+
+// clock is the time of ns nanoseconds since the epoch, in UTC; the zero
+// time for 0, which records use for "not set".
+func clock(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+// nanos is clock's inverse.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 // storedVerdict reads a verdict's name from a job record; anything else is
@@ -77,13 +143,12 @@ func (tx *Tx) Job(id string) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{}
-	return j, json.Unmarshal(b, j)
+	return decodeJob(b)
 }
 
 // PutJob writes j.
 func (tx *Tx) PutJob(j *Job) error {
-	b, err := json.Marshal(j)
+	b, err := encodeJob(j)
 	if err != nil {
 		return err
 	}
@@ -94,8 +159,8 @@ func (tx *Tx) PutJob(j *Job) error {
 func (tx *Tx) Jobs() ([]*Job, error) {
 	var jobs []*Job
 	err := tx.scan(kindPrefix(prefixJob), true, func(_, v []byte) (bool, error) {
-		j := &Job{}
-		if err := json.Unmarshal(v, j); err != nil {
+		j, err := decodeJob(v)
+		if err != nil {
 			return false, err
 		}
 		jobs = append(jobs, j)

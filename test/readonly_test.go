@@ -3,6 +3,7 @@ package test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,8 @@ import (
 
 // The commands that only read a store (jobs, du, inspect, held, fsck
 // without --repair, scrub) change none of its files when no daemon serves
-// it: no recovery, no free-space reserve, no index writes. That holds
+// it: no recovery, no free-space reserve, no index writes; what they print
+// as JSON keeps to one style (printedJSONProblems). That holds
 // after a clean unmount, and after a kill, whose state they read as the
 // kill left it.
 func TestReadOnlyCommandsChangeNothing(t *testing.T) {
@@ -35,7 +37,7 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 		{"jobs"}, {"jobs", "--json"}, {"du"}, {"du", "--by", "allocation", "--json"},
 		{"inspect", sst}, {"inspect", "--json", filepath.Dir(sst)},
 		{"held"}, {"held", "--json"},
-		{"fsck"}, {"fsck", "--verify", "--json"}, {"scrub"},
+		{"fsck"}, {"fsck", "--verify", "--json"}, {"scrub"}, {"scrub", "--json"},
 		{"gc", "--dry-run", "--gc-grace", "0s"}, {"gc", "--dry-run", "--gc-grace", "0s", "--json"},
 	}
 	for _, end := range []string{"unmount", "kill"} {
@@ -54,6 +56,9 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 			all := append([]string{args[0], "--store", m.Store}, args[1:]...)
 			r := runCLI(t, time.Minute, all...)
 			require.Equal(t, 0, r.code, "after %s, statefs %s failed:\n%s%s", end, strings.Join(all, " "), r.stdout, r.stderr)
+			if slices.Contains(args, "--json") {
+				require.Empty(t, printedJSONProblems(strings.Join(args, " "), r.stdout), "%s", r.stdout)
+			}
 			require.Equal(t, before, describeTree(t, m.Store, storeFacts), "after %s, statefs %s changed the store's files", end, strings.Join(args, " "))
 		}
 		if end == "kill" {
