@@ -32,11 +32,11 @@ import (
 //	r job-id 0 ino          -> nothing: a job root (an inode the job owns under one it does not)
 //	                                                                          rootKey, rootsPrefix, keyRoot
 //	e resource-id 0 ino     -> nothing: the same for an executor              rootKey, rootsPrefix, keyRoot
-//	J job-id                -> Job as JSON                                    jobKey, keyString
+//	J job-id                -> Job as JSON, times in ns (encodeJob, decodeJob) jobKey, keyString
 //	E resource-id           -> Executor as JSON                               executorKey, keyString
 //
 //	a attic-directory-name  -> ino                                            atticKey, keyString
-//	h hold-id               -> Hold as JSON                                   holdKey, keyString
+//	h hold-id               -> Hold as JSON, At in ns (storedHold)            holdKey, keyString
 //
 // A scan of every key of one kind starts at kindPrefix.
 const (
