@@ -1,0 +1,423 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/common/util"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/engine"
+)
+
+var update = flag.Bool("update", false, "write the plain manifests in kubernetes/ from the chart")
+
+const (
+	chartDir = "helm/statefs"
+	// plainDir holds the plain manifests, and plainValuesDir the values
+	// each is rendered with (a directory of its own, so that
+	// `kubectl apply -f deploy/kubernetes/` applies manifests only).
+	plainDir       = "kubernetes"
+	plainValuesDir = "kubernetes/values"
+	regenerate     = "go test ./deploy/ -run TestPlainManifestsAreTheChart -update"
+	// The release the chart is rendered as: README's `helm install statefs
+	// deploy/helm/statefs --namespace kube-system`.
+	releaseName      = "statefs"
+	releaseNamespace = "kube-system"
+)
+
+// loadChart loads the chart from its directory, a copy of its own for
+// each caller.
+func loadChart(t testing.TB) *chartv2.Chart {
+	t.Helper()
+	ch, err := loader.LoadDir(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// A rendering is the chart's output for some values: each template's text
+// by its path in the chart (templates/daemonset.yaml), and the values.
+type rendering struct {
+	templates map[string]string
+	values    *chartValues
+}
+
+// render renders ch with overrides over its values.yaml, as `helm install`
+// and `helm template` do: the values are checked against
+// values.schema.json, then the templates are rendered by Helm's engine.
+func render(ch *chartv2.Chart, overrides common.Values) (*rendering, error) {
+	opts := common.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, IsInstall: true}
+	top, err := util.ToRenderValues(ch, overrides, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	out, err := engine.Engine{}.RenderWithContext(context.Background(), ch, top)
+	if err != nil {
+		return nil, err
+	}
+	r := &rendering{templates: map[string]string{}, values: &chartValues{}}
+	for name, text := range out {
+		r.templates[strings.TrimPrefix(name, ch.Name()+"/")] = text
+	}
+	j, err := json.Marshal(top["Values"])
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(j, r.values); err != nil {
+		return nil, fmt.Errorf("the chart's values: %w", err)
+	}
+	v := r.values
+	v.image = v.Image.Repository + ":" + v.Image.Tag
+	if v.Image.Tag == "" {
+		v.image += ch.Metadata.AppVersion
+	}
+	for _, f := range ch.Files {
+		switch f.Name {
+		case "files/statefs-alerts.yaml":
+			v.alertGroups = f.Data
+		case "files/statefs-dashboard.json":
+			v.grafanaJSON = f.Data
+		}
+	}
+	return r, nil
+}
+
+// objects decodes the rendering's manifests strictly.
+func (r *rendering) objects() ([]decoded, error) {
+	var all []decoded
+	for _, name := range slices.Sorted(maps.Keys(r.templates)) {
+		objs, err := decodeManifest(name, r.templates[name])
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, objs...)
+	}
+	return all, nil
+}
+
+// readValues parses a values document as Helm reads a values file.
+func readValues(t testing.TB, doc string) common.Values {
+	t.Helper()
+	v, err := common.ReadValues([]byte(doc))
+	if err != nil {
+		t.Fatalf("values %q: %v", doc, err)
+	}
+	return v
+}
+
+// renderAndCheck renders ch with values and returns what checkObjects
+// finds wrong with the objects.
+func renderAndCheck(t testing.TB, ch *chartv2.Chart, values string) []string {
+	t.Helper()
+	r, err := render(ch, readValues(t, values))
+	if err != nil {
+		t.Fatalf("rendering with %q: %v", values, err)
+	}
+	objects, err := r.objects()
+	if err != nil {
+		t.Fatalf("rendering with %q: %v", values, err)
+	}
+	return checkObjects(objects, r.values)
+}
+
+// The chart, for each mode and a set of values that covers every value the
+// templates turn into a flag, a field or an object, passes the checks.
+func TestChart(t *testing.T) {
+	ch := loadChart(t)
+	for _, c := range []struct{ name, values string }{
+		{"node, defaults", ``},
+		{"node, collector on, two Flink URLs", `
+collector:
+  interval: 10m
+  grace: 1h
+  flinkURLs: [http://flink-jobmanager.flink:8081, https://other-rest.flink:8081/]`},
+		{"node, collector on, a JobResultStore", `
+collector: {interval: 5m, jobResultStore: /mnt/flink-ha/job-result-store}
+extraArgs: [--scrub-rate=64MiB]`},
+		{"node, custom metrics port, PodMonitor", `
+metricsPort: 9900
+podMonitor: {enabled: true, interval: 30s, labels: {release: prometheus}}`},
+		{"node, custom image and tag", `
+image: {repository: registry.example.com/flink/statefs, tag: v1.4.0-3-gdeadbee, pullPolicy: Always}`},
+		{"node, nodeSelector and tolerations", `
+node:
+  nodeSelector: {statefs.io/disk: ssd, kubernetes.io/os: linux}
+  tolerations:
+    - {key: dedicated, operator: Equal, value: flink, effect: NoSchedule}
+  priorityClassName: ""`},
+		{"node, read cache, memory limit, text logs, paths", `
+readCache: 256MiB
+memoryLimit: 1GiB
+logFormat: text
+node: {storePath: /mnt/ssd/statefs/store, mountPath: /mnt/ssd/statefs/mnt}
+resources: {requests: {cpu: "1", memory: 2Gi}, limits: {memory: 4Gi}}`},
+		{"node, CSI example", `
+examples: {csiStatefulSet: {enabled: true}}`},
+		{"node, monitoring objects on", `
+podMonitor: {enabled: true}
+prometheusRule: {enabled: true, labels: {release: prometheus}}
+grafanaDashboard: {enabled: true, annotations: {grafana_folder: Flink}}`},
+		{"sidecar, defaults", `mode: sidecar`},
+		{"sidecar, StatefulSet example, collector on", `
+mode: sidecar
+collector: {interval: 10m, flinkURLs: [http://flink-jobmanager:8081]}
+examples: {sidecarStatefulSet: {enabled: true}}`},
+		{"sidecar, FlinkDeployment example", `
+mode: sidecar
+collector: {interval: 10m, flinkURLs: [http://flink-statefs-rest.kube-system:8081]}
+examples: {flinkDeployment: {enabled: true}}`},
+		{"sidecar, FlinkDeployment session cluster, custom store", `
+mode: sidecar
+sidecar: {store: {size: 20Gi, storageClassName: premium-rwo}, workingDir: /flink/work, flinkUser: 1000}
+examples:
+  flinkDeployment:
+    enabled: true
+    name: sessions
+    job: null
+    flinkConfiguration: {taskmanager.numberOfTaskSlots: 4, state.backend.type: forst}`},
+		{"sidecar, both examples, monitoring on, custom port and image", `
+mode: sidecar
+metricsPort: 19810
+image: {repository: statefs, tag: "2026.1"}
+collector: {interval: 1h, flinkURLs: [http://flink-jobmanager:8081, http://flink-statefs-rest:8081]}
+examples: {sidecarStatefulSet: {enabled: true}, flinkDeployment: {enabled: true}}
+podMonitor: {enabled: true, namespaces: [flink]}
+prometheusRule: {enabled: true}
+grafanaDashboard: {enabled: true}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, f := range renderAndCheck(t, ch, c.values) {
+				t.Error(f)
+			}
+		})
+	}
+}
+
+// Values the schema refuses fail rendering, naming the value, as they
+// fail `helm install`.
+func TestChartRefusesBadValues(t *testing.T) {
+	ch := loadChart(t)
+	for _, c := range []struct{ name, values, want string }{
+		{"a mode that does not exist", `mode: daemonset`, "/mode"},
+		{"a port that is not a number", `metricsPort: "9810x"`, "/metricsPort"},
+		{"a port out of range", `metricsPort: 70000`, "/metricsPort"},
+		{"a negative interval", `collector: {interval: -10m}`, "/collector/interval"},
+		{"an interval without a unit", `collector: {interval: "10"}`, "/collector/interval"},
+		{"a Flink URL without a scheme", `collector: {flinkURLs: [flink-jobmanager:8081]}`, "/collector/flinkURLs/0"},
+		{"a Flink URL that is not a list", `collector: {flinkURLs: http://flink-jobmanager:8081}`, "/collector/flinkURLs"},
+		{"hold deletes as a string", `holdDeletes: "yes"`, "/holdDeletes"},
+		{"a size the daemon cannot read", `readCache: lots`, "/readCache"},
+		{"a log format the daemon does not know", `logFormat: yaml`, "/logFormat"},
+		{"a misspelt value", `holdDelete: true`, "holdDelete"},
+		{"a misspelt nested value", `node: {nodeSelectors: {disk: ssd}}`, "nodeSelectors"},
+		{"a relative store path", `node: {storePath: var/lib/statefs/store}`, "/node/storePath"},
+		{"a pull policy that does not exist", `image: {pullPolicy: Sometimes}`, "/image/pullPolicy"},
+		{"a toleration's typo", `node: {tolerations: [{operator: Exist}]}`, "/node/tolerations/0/operator"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := render(ch, readValues(t, c.values))
+			if err == nil {
+				t.Fatalf("values %q rendered without an error", c.values)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("values %q: the error does not name %s:\n%v", c.values, c.want, err)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+// The checks catch a chart that breaks what the deployment depends on,
+// through a value or a change to a template.
+func TestChecksCatchBrokenCharts(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		template, old string // a change to the chart: old becomes new in template
+		new           string
+		values        string
+		want          string // in one of the failures
+	}{
+		{name: "holdDeletes off", values: `holdDeletes: false`, want: "--hold-deletes"},
+		{name: "holdDeletes off in the sidecar", values: "mode: sidecar\nholdDeletes: false\nexamples: {flinkDeployment: {enabled: true}}", want: "--hold-deletes"},
+		{
+			name:     "the probes' port is not the metrics port",
+			template: "templates/_helpers.tpl", old: "containerPort: {{ .Values.metricsPort }}", new: "containerPort: {{ add .Values.metricsPort 1 }}",
+			want: "probe on port 9811, metrics served on :9810",
+		},
+		{
+			name:     "the scrape annotation's port is not the metrics port",
+			template: "templates/_helpers.tpl", old: "prometheus.io/port: {{ .Values.metricsPort | quote }}", new: `prometheus.io/port: "8080"`,
+			want: "prometheus.io/scrape true, port 9810",
+		},
+		{
+			name:     "the Flink URLs are left out",
+			template: "templates/_helpers.tpl", old: `{{- range $v.collector.flinkURLs }}`, new: `{{- range list }}`,
+			values: "collector: {flinkURLs: [http://flink-jobmanager:8081]}",
+			want:   "--flink-url",
+		},
+		{
+			name:     "the DaemonSet ignores the node selector",
+			template: "templates/daemonset.yaml", old: "{{- with $n.nodeSelector }}", new: "{{- with dict }}",
+			values: "node: {nodeSelector: {disk: ssd}}",
+			want:   "nodeSelector",
+		},
+		{
+			name:     "the PodMonitor selects other pods",
+			template: "templates/podmonitor.yaml", old: `{{- include "statefs.node.podLabels" . | nindent 6 }}`, new: "app: other",
+			values: "podMonitor: {enabled: true}",
+			want:   "not the daemon pods",
+		},
+		{
+			name:     "the plugin binds from another mountpoint",
+			template: "templates/daemonset.yaml", old: "- --mount={{ $n.mountPath }}", new: "- --mount=/mnt",
+			want: "plugin --mount /mnt",
+		},
+		{
+			name:     "the TaskManager does not see the sidecar's mount",
+			template: "templates/_helpers.tpl", old: "mountPropagation: HostToContainer", new: "mountPropagation: None",
+			values: "mode: sidecar\nexamples: {sidecarStatefulSet: {enabled: true}}",
+			want:   "HostToContainer",
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ch := loadChart(t)
+			if c.template != "" {
+				changed := false
+				for _, f := range ch.Templates {
+					if f.Name == c.template && bytes.Contains(f.Data, []byte(c.old)) {
+						f.Data = bytes.ReplaceAll(f.Data, []byte(c.old), []byte(c.new))
+						changed = true
+					}
+				}
+				if !changed {
+					t.Fatalf("%s holds no %q to change", c.template, c.old)
+				}
+			}
+			failures := renderAndCheck(t, ch, c.values)
+			i := slices.IndexFunc(failures, func(f string) bool { return strings.Contains(f, c.want) })
+			if i < 0 {
+				t.Fatalf("the checks found %q, want a failure about %q", failures, c.want)
+			}
+			t.Logf("found: %s", failures[i])
+		})
+	}
+}
+
+// plainManifests renders the chart with each values file of plainValuesDir
+// and gives each plain manifest's text (a template's non-empty output, with
+// a header saying where it comes from) and the rendering it is from, by
+// file name.
+func plainManifests(t *testing.T) (texts map[string]string, from map[string]*rendering) {
+	t.Helper()
+	valueFiles, err := filepath.Glob(filepath.Join(plainValuesDir, "*.yaml"))
+	if err != nil || len(valueFiles) == 0 {
+		t.Fatalf("no values files in %s (%v)", plainValuesDir, err)
+	}
+	ch := loadChart(t)
+	texts, from = map[string]string{}, map[string]*rendering{}
+	for _, vf := range valueFiles {
+		values, err := common.ReadValuesFile(vf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := render(ch, values)
+		if err != nil {
+			t.Fatalf("%s: %v", vf, err)
+		}
+		for name, text := range r.templates {
+			text = strings.TrimSpace(text)
+			if text == "" || !strings.HasPrefix(name, "templates/") || path.Dir(name) != "templates" {
+				continue
+			}
+			file := path.Base(name)
+			if _, dup := texts[file]; dup {
+				t.Fatalf("%s is rendered from two values files", file)
+			}
+			texts[file] = fmt.Sprintf("# Generated from the Helm chart deploy/%s with deploy/%s by\n#   %s\n# Do not edit: change the chart or the values and run that.\n%s\n",
+				chartDir, filepath.ToSlash(vf), regenerate, text)
+			from[file] = r
+		}
+	}
+	return texts, from
+}
+
+// The plain manifests are the chart rendered with the values of
+// plainValuesDir, so the two cannot drift; -update writes them.
+func TestPlainManifestsAreTheChart(t *testing.T) {
+	texts, _ := plainManifests(t)
+	existing, err := filepath.Glob(filepath.Join(plainDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range existing {
+		if _, ok := texts[filepath.Base(f)]; ok {
+			continue
+		}
+		if *update {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		t.Errorf("%s is no rendering of the chart: remove it, or run %s", f, regenerate)
+	}
+	for _, file := range slices.Sorted(maps.Keys(texts)) {
+		p := filepath.Join(plainDir, file)
+		if *update {
+			if err := os.WriteFile(p, []byte(texts[file]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || string(b) != texts[file] {
+			t.Errorf("%s is not the chart's rendering (%v): run %s", p, err, regenerate)
+		}
+	}
+}
+
+// The plain manifests, as committed, pass the checks, each set with the
+// values it was rendered with, and all of them apply together.
+func TestPlainManifests(t *testing.T) {
+	texts, from := plainManifests(t)
+	byRendering := map[*rendering][]decoded{}
+	var all []decoded
+	for _, file := range slices.Sorted(maps.Keys(texts)) {
+		b, err := os.ReadFile(filepath.Join(plainDir, file))
+		if err != nil {
+			t.Fatalf("%v: run %s", err, regenerate)
+		}
+		objects, err := decodeManifest(file, string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objects) == 0 {
+			t.Errorf("%s holds no objects", file)
+		}
+		byRendering[from[file]] = append(byRendering[from[file]], objects...)
+		all = append(all, objects...)
+	}
+	for r, objects := range byRendering {
+		for _, f := range checkObjects(objects, r.values) {
+			t.Errorf("%s mode: %s", r.values.Mode, f)
+		}
+	}
+	r := &report{}
+	checkNamesAreDistinct(r, all)
+	for _, f := range r.failures {
+		t.Error(f)
+	}
+}
