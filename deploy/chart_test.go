@@ -19,6 +19,7 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
 )
 
 var update = flag.Bool("update", false, "write the plain manifests in kubernetes/ from the chart")
@@ -419,5 +420,99 @@ func TestPlainManifests(t *testing.T) {
 	checkNamesAreDistinct(r, all)
 	for _, f := range r.failures {
 		t.Error(f)
+	}
+}
+
+// A chart that depends on this one gives its own TaskManagers the sidecar
+// by including the named templates with the context .Subcharts.statefs, as
+// _helpers.tpl says, and gets statefs's values and image in them.
+func TestSidecarTemplatesInAnotherChart(t *testing.T) {
+	const taskManagers = `apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {{ .Release.Name }}-taskmanager
+spec:
+  serviceName: {{ .Release.Name }}-taskmanager
+  selector:
+    matchLabels: {app: flink}
+  template:
+    metadata:
+      labels:
+        app: flink
+        {{- include "statefs.sidecar.podLabels" .Subcharts.statefs | nindent 8 }}
+      annotations:
+        {{- include "statefs.sidecar.podAnnotations" .Subcharts.statefs | nindent 8 }}
+    spec:
+      initContainers:
+        {{- include "statefs.sidecar.initContainer" .Subcharts.statefs | nindent 8 }}
+      containers:
+        - name: taskmanager
+          image: flink:2.1-java17
+          args: ["taskmanager", "-Dtaskmanager.resource-id=$(POD_NAME)"]
+          env:
+            - name: POD_NAME
+              valueFrom: {fieldRef: {fieldPath: metadata.name}}
+            - name: FLINK_PROPERTIES
+              value: |
+                {{- include "statefs.sidecar.flinkConfiguration" .Subcharts.statefs | nindent 16 }}
+          volumeMounts:
+            {{- include "statefs.sidecar.taskManagerMount" .Subcharts.statefs | nindent 12 }}
+      volumes:
+        {{- include "statefs.sidecar.volumes" .Subcharts.statefs | nindent 8 }}
+  volumeClaimTemplates:
+    {{- include "statefs.sidecar.storeClaimTemplate" .Subcharts.statefs | nindent 4 }}
+`
+	statefs := loadChart(t)
+	parent := &chartv2.Chart{
+		Metadata:  &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "flink", Version: "1.0.0", AppVersion: "2.1"},
+		Templates: []*common.File{{Name: "templates/taskmanagers.yaml", Data: []byte(taskManagers)}},
+		Values:    map[string]any{},
+	}
+	parent.AddDependency(statefs)
+	values := readValues(t, `
+global: {region: eu}
+statefs:
+  mode: sidecar
+  metricsPort: 9900
+  collector: {interval: 10m, flinkURLs: [http://flink-jobmanager:8081]}
+`)
+	opts := common.ReleaseOptions{Name: "flink", Namespace: "flink", IsInstall: true}
+	top, err := util.ToRenderValues(parent, values, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := engine.Engine{}.RenderWithContext(context.Background(), parent, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := decodeManifest("taskmanagers.yaml", out["flink/templates/taskmanagers.yaml"])
+	if err != nil || len(objects) != 1 {
+		t.Fatalf("the parent's StatefulSet: %d objects, %v", len(objects), err)
+	}
+	sts := objects[0].value.(*appsv1.StatefulSet)
+
+	// The checks, with statefs's values as the parent set them.
+	statefsValues, err := top.Table("Values.statefs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &chartValues{}
+	j, err := json.Marshal(statefsValues)
+	if err == nil {
+		err = json.Unmarshal(j, v)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.image = v.Image.Repository + ":" + statefs.Metadata.AppVersion
+	r := &report{}
+	checkPodSpec(r, "taskmanagers.yaml", &sts.Spec.Template.Spec, []string{sts.Spec.VolumeClaimTemplates[0].Name})
+	checkTaskManagerSidecar(r, &sts.Spec.Template, []string{sts.Spec.VolumeClaimTemplates[0].Name}, "taskmanager", nil, v)
+	checkScraped(r, &sts.Spec.Template, v)
+	for _, f := range r.failures {
+		t.Error(f)
+	}
+	if got := container(&sts.Spec.Template.Spec, "statefs").Image; got != "statefs:"+statefs.Metadata.AppVersion {
+		t.Errorf("the sidecar's image %s: want statefs's appVersion as its tag, not the parent's", got)
 	}
 }
