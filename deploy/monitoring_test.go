@@ -345,8 +345,7 @@ func dashboardExpand(query string) string {
 // and variables missing or of the wrong kind.
 func dashboardProblems(content []byte, exported map[string]bool) []error {
 	var d dashboardJSON
-	dec := json.NewDecoder(strings.NewReader(string(content)))
-	if err := dec.Decode(&d); err != nil {
+	if err := json.Unmarshal(content, &d); err != nil {
 		return []error{err}
 	}
 	var errs []error
