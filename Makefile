@@ -19,24 +19,33 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/statefs
 
-# test-deps installs the RocksDB tools (db_bench, ldb) that test/rocksdb_test.go
-# drives as a real client. It only touches the system when they are missing.
+# test-deps installs the Debian packages whose programs the tests drive:
+# rocksdb-tools (db_bench, ldb: test/rocksdb_test.go uses them as a real
+# RocksDB client) and prometheus (promtool: deploy/monitoring_test.go checks
+# the alert rules with it, as a Prometheus release loads them). It only
+# touches the system when a program is missing.
+TEST_TOOLS := db_bench:rocksdb-tools ldb:rocksdb-tools promtool:prometheus
 test-deps:
-	@if command -v db_bench >/dev/null 2>&1 && command -v ldb >/dev/null 2>&1; then \
+	@missing=""; \
+	for tp in $(TEST_TOOLS); do \
+		command -v "$${tp%%:*}" >/dev/null 2>&1 || missing="$$missing $${tp#*:}"; \
+	done; \
+	missing=$$(echo $$missing | tr ' ' '\n' | sort -u | tr '\n' ' '); \
+	if [ -z "$$missing" ]; then \
 		exit 0; \
 	fi; \
 	if [ "$$(id -u)" != 0 ]; then \
-		echo "make test: db_bench/ldb are missing and installing rocksdb-tools needs root (run as root, or: sudo apt-get install -y rocksdb-tools)" >&2; \
+		echo "make test: installing $$missing needs root (run as root, or: sudo apt-get install -y $$missing)" >&2; \
 		exit 1; \
 	fi; \
 	if ! command -v apt-get >/dev/null 2>&1; then \
-		echo "make test: db_bench/ldb are missing and apt-get is not available to install rocksdb-tools" >&2; \
+		echo "make test: $$missing missing and apt-get is not available to install them" >&2; \
 		exit 1; \
 	fi; \
-	echo "installing rocksdb-tools (db_bench, ldb)"; \
+	echo "installing $$missing"; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get -o DPkg::Lock::Timeout=300 update -q && apt-get -o DPkg::Lock::Timeout=300 install -y -q rocksdb-tools </dev/null || { \
-		echo "make test: apt-get install rocksdb-tools failed" >&2; exit 1; }
+	apt-get -o DPkg::Lock::Timeout=300 update -q && apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends $$missing </dev/null || { \
+		echo "make test: apt-get install $$missing failed" >&2; exit 1; }
 
 vet:
 	$(GO) vet ./...
