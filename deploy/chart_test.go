@@ -96,10 +96,17 @@ func render(ch *chartv2.Chart, overrides common.Values) (*rendering, error) {
 	return r, nil
 }
 
-// objects decodes the rendering's manifests strictly.
+// notes is the text helm install prints after installing (NOTES.txt).
+const notes = "templates/NOTES.txt"
+
+// objects decodes the rendering's manifests strictly: every template but
+// the notes, which Helm prints rather than applies.
 func (r *rendering) objects() ([]decoded, error) {
 	var all []decoded
 	for _, name := range slices.Sorted(maps.Keys(r.templates)) {
+		if name == notes {
+			continue
+		}
 		objs, err := decodeManifest(name, r.templates[name])
 		if err != nil {
 			return nil, err
@@ -340,7 +347,7 @@ func plainManifests(t *testing.T) (texts map[string]string, from map[string]*ren
 		}
 		for name, text := range r.templates {
 			text = strings.TrimSpace(text)
-			if text == "" || !strings.HasPrefix(name, "templates/") || path.Dir(name) != "templates" {
+			if text == "" || name == notes || !strings.HasPrefix(name, "templates/") || path.Dir(name) != "templates" {
 				continue
 			}
 			file := path.Base(name)
@@ -514,5 +521,39 @@ statefs:
 	}
 	if got := container(&sts.Spec.Template.Spec, "statefs").Image; got != "statefs:"+statefs.Metadata.AppVersion {
 		t.Errorf("the sidecar's image %s: want statefs's appVersion as its tag, not the parent's", got)
+	}
+}
+
+// What helm install prints says how to watch the install, and warns when
+// the collector is off, since the disk then fills with finished jobs.
+func TestChartNotes(t *testing.T) {
+	ch := loadChart(t)
+	for _, c := range []struct {
+		values string
+		want   []string
+		not    []string
+	}{
+		{"mode: node", []string{"rollout status daemonset/statefs-node", "WARNING: the collector is off"}, nil},
+		{"mode: node\ncollector: {interval: 10m, flinkURLs: [http://jm:8081]}", []string{"rollout status"}, []string{"WARNING"}},
+		{"mode: sidecar", []string{"statefs.sidecar.", "WARNING: the collector is off"}, []string{"rollout status"}},
+	} {
+		r, err := render(ch, readValues(t, c.values))
+		if err != nil {
+			t.Fatalf("%q: %v", c.values, err)
+		}
+		text, ok := r.templates[notes]
+		if !ok {
+			t.Fatalf("%q: the chart has no %s", c.values, notes)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%q: the notes do not say %q:\n%s", c.values, w, text)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(text, w) {
+				t.Errorf("%q: the notes say %q:\n%s", c.values, w, text)
+			}
+		}
 	}
 }
