@@ -391,11 +391,11 @@ func (n campaignName) madePending(span) campaignName { return n }
 // campaignHold is a held tree as `statefs held --json` lists it.
 type campaignHold struct {
 	heldTree
-	At       int64  `json:"at"`       // when it was held, ns since the epoch
-	Dropping string `json:"dropping"` // why, once its drop began
+	At       time.Time `json:"at"`       // when it was held
+	Dropping string    `json:"dropping"` // why, once its drop began
 }
 
-func (h campaignHold) age(now time.Time) time.Duration { return now.Sub(time.Unix(0, h.At)) }
+func (h campaignHold) age(now time.Time) time.Duration { return now.Sub(h.At) }
 
 // checkHolds checks the held trees after a kill, waiting (at most
 // campaignSettle) for the removals pending at the kill to be decided:
@@ -439,7 +439,7 @@ func (c *campaign) checkHolds(killedAt time.Time) {
 	heldAtKill := false
 	for _, h := range hs {
 		listed[h.Path] = true
-		heldAtKill = heldAtKill || h.At < killedAt.UnixNano()
+		heldAtKill = heldAtKill || h.At.Before(killedAt)
 		a := c.removed[h.Path]
 		switch {
 		case a == nil:
