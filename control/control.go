@@ -165,6 +165,9 @@ type Server struct {
 	// on the socket, with what it found and the error it ended on
 	// (metrics).
 	Scrubbed func(store.Scrubbed, error)
+	// Scrubbing, if set, is told as a scrub pass goes how many of the
+	// store's chunks and objects it has read of how many (metrics).
+	Scrubbing func(done, total int)
 
 	// gcMu lets one collector run at a time, from the socket or the
 	// periodic timer, and Close waits for a run with it. It is the first

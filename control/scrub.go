@@ -65,6 +65,9 @@ func (s *Server) scrub(w http.ResponseWriter, r *http.Request) {
 	defer context.AfterFunc(s.stopping(), cancel)()
 	var last time.Time
 	report, err := s.Store.Scrub(ctx, store.ScrubOptions{Rate: req.Rate, Quarantine: true, Progress: func(done, total int) {
+		if s.Scrubbing != nil {
+			s.Scrubbing(done, total)
+		}
 		switch {
 		case done == 0:
 			send(ScrubLine{Total: total})
@@ -143,7 +146,7 @@ func (s *Server) ScrubEvery(ctx context.Context, interval time.Duration, rate in
 			return
 		}
 		start := time.Now()
-		report, err := s.Store.Scrub(ctx, store.ScrubOptions{Rate: rate, Quarantine: true})
+		report, err := s.Store.Scrub(ctx, store.ScrubOptions{Rate: rate, Quarantine: true, Progress: s.Scrubbing})
 		s.scrubMu.Unlock()
 		if s.Scrubbed != nil {
 			s.Scrubbed(report, err)

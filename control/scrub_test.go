@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,16 +20,42 @@ import (
 
 // pass is one scrub pass a Server told of.
 type pass struct {
-	report store.Scrubbed
-	err    error
+	report   store.Scrubbed
+	err      error
+	progress [2]int // the last progress it told of: done, total
 }
 
 // scrubbingServer is a server of f's store that sends every scrub pass it
-// tells of to the channel.
+// tells of to the channel, with the last progress it told of.
 func scrubbingServer(f *fixture) (*control.Server, <-chan pass) {
 	passes := make(chan pass, 16)
-	srv := &control.Server{Store: f.S, Scrubbed: func(r store.Scrubbed, err error) { passes <- pass{r, err} }}
+	var mu sync.Mutex // Scrubbed of a periodic pass runs beside a pass on the socket
+	var last [2]int
+	srv := &control.Server{
+		Store: f.S,
+		Scrubbing: func(done, total int) {
+			mu.Lock()
+			defer mu.Unlock()
+			last = [2]int{done, total}
+		},
+		Scrubbed: func(r store.Scrubbed, err error) {
+			mu.Lock()
+			p := pass{r, err, last}
+			last = [2]int{}
+			mu.Unlock()
+			passes <- p
+		},
+	}
 	return srv, passes
+}
+
+// checkProgress checks that p told of its progress up to its end: every
+// chunk and object read.
+func checkProgress(t *testing.T, p pass) {
+	t.Helper()
+	if done, total := p.progress[0], p.progress[1]; total != p.report.Chunks+p.report.Objects || done != total {
+		t.Errorf("the pass told of %d of %d chunks and objects read last; it read %d chunks and %d objects", done, total, p.report.Chunks, p.report.Objects)
+	}
 }
 
 func nextPass(t *testing.T, passes <-chan pass) pass {
@@ -98,6 +125,7 @@ func TestScrubEveryQuarantines(t *testing.T) {
 	if first.err != nil || first.report.Objects != 2 || first.report.Chunks < 1 || first.report.Bytes < 500<<10 {
 		t.Fatalf("first pass: %+v, %v; want 2 objects, the chunks, all their bytes", first.report, first.err)
 	}
+	checkProgress(t, first)
 	if !slices.Equal(first.report.Quarantined, []cas.Hash{h}) || len(first.report.Damaged) != 1 || first.report.Damaged[0].Hash != h {
 		t.Errorf("first pass: quarantined %v, damaged %+v; want the rotten object %s", first.report.Quarantined, first.report.Damaged, h)
 	}
@@ -139,6 +167,8 @@ func TestScrubOnSocketQuarantines(t *testing.T) {
 	}
 	if p := nextPass(t, passes); p.err != nil || !slices.Equal(p.report.Quarantined, r.Quarantined) {
 		t.Errorf("told of %+v, %v; want the report the client got", p.report, p.err)
+	} else {
+		checkProgress(t, p)
 	}
 }
 

@@ -28,7 +28,7 @@ import (
 
 // Metrics are the metrics of one mounted store, in a registry of their own.
 // The methods that record something (FUSE, OnSeal, SetGCInterval,
-// Collected, Scrubbed) do nothing on a nil *Metrics, so a daemon without
+// Collected, Scrubbing, Scrubbed) do nothing on a nil *Metrics, so a daemon without
 // --metrics-addr passes nil and pays nothing.
 type Metrics struct {
 	Registry *prometheus.Registry
@@ -51,6 +51,7 @@ type Metrics struct {
 	scrubComplete    prometheus.Gauge // unix time the last complete pass ended
 	scrubDamaged     prometheus.Gauge // what the last complete pass found
 	scrubQuarantined prometheus.Counter
+	scrubProgress    prometheus.Gauge // share read of the pass under way
 }
 
 // representations are the values of the as label, every one reported from
@@ -127,6 +128,10 @@ func New(s *store.Store) *Metrics {
 			Name: "statefs_scrub_damaged",
 			Help: "Damaged chunks and objects the last complete scrub pass of this daemon found (quarantined objects included).",
 		}),
+		scrubProgress: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "statefs_scrub_progress_ratio",
+			Help: "Share of the store's chunks and objects the scrub pass under way has read, from 0 to 1; 0 while no pass runs.",
+		}),
 		scrubQuarantined: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "statefs_scrub_quarantined_total",
 			Help: "Damaged objects this daemon's scrubs quarantined: opens of the files that are them fail with EIO.",
@@ -146,7 +151,7 @@ func New(s *store.Store) *Metrics {
 	m.gcRuns.WithLabelValues("unanswered")
 	m.Registry.MustRegister(m.ops, m.readBytes, m.writtenBytes, m.sealDuration, m.seals, m.sealedBytes,
 		m.gcRuns, m.gcFreed, m.gcCollected, m.gcInterval, m.gcComplete,
-		m.scrubBytes, m.scrubRuns, m.scrubComplete, m.scrubDamaged, m.scrubQuarantined,
+		m.scrubBytes, m.scrubRuns, m.scrubComplete, m.scrubDamaged, m.scrubQuarantined, m.scrubProgress,
 		newStoreCollector(s, storeScanInterval, scanCostFactor),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -204,6 +209,15 @@ func (m *Metrics) Collected(r gc.Report, err error) {
 	m.gcCollected.Add(float64(len(r.Collected)))
 }
 
+// Scrubbing records how far the scrub pass under way has come: done of
+// total chunks and objects read. It is control.Server.Scrubbing.
+func (m *Metrics) Scrubbing(done, total int) {
+	if m == nil || total == 0 {
+		return
+	}
+	m.scrubProgress.Set(float64(done) / float64(total))
+}
+
 // Scrubbed records one scrub pass of the daemon that ended with r and err.
 // It is control.Server.Scrubbed. What a pass read and quarantined counts
 // however it ended; a pass that ctx stopped (err is context.Canceled or
@@ -213,6 +227,7 @@ func (m *Metrics) Scrubbed(r store.Scrubbed, err error) {
 	if m == nil {
 		return
 	}
+	m.scrubProgress.Set(0) // no pass runs now
 	m.scrubBytes.Add(float64(r.Bytes))
 	m.scrubQuarantined.Add(float64(len(r.Quarantined)))
 	switch {

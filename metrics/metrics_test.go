@@ -172,6 +172,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	}
 	m.OnSeal(sealed(store.AsChunks, 1), time.Second)
 	m.Collected(gc.Report{}, nil)
+	m.Scrubbing(1, 2)
 	m.Scrubbed(store.Scrubbed{}, nil)
 }
 
@@ -249,11 +250,19 @@ func TestCollectorInterval(t *testing.T) {
 }
 
 // A pass counts by how it ended; one stopped by its context is no run, and
-// only a complete pass sets the time and the damage found.
+// only a complete pass sets the time and the damage found. The share read
+// follows the pass under way, and is 0 once it ended.
 func TestScrubPasses(t *testing.T) {
 	m := New(storetest.NewWithObjects(t).S)
 	if got := sample(t, m.Registry, "statefs_scrub_last_complete_timestamp_seconds"); got != 0 {
 		t.Errorf("statefs_scrub_last_complete_timestamp_seconds = %v before any pass, want 0", got)
+	}
+	m.Scrubbing(0, 0) // an empty store: nothing to read
+	for done, want := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		m.Scrubbing(done, 4)
+		if got := sample(t, m.Registry, "statefs_scrub_progress_ratio"); got != want {
+			t.Errorf("statefs_scrub_progress_ratio = %v with %d of 4 read, want %v", got, done, want)
+		}
 	}
 	damaged := []store.DamagedChunk{{Kind: store.ProblemCorruptObject}, {Kind: store.ProblemCorruptChunk}}
 	before := time.Now()
@@ -277,6 +286,7 @@ func TestScrubPasses(t *testing.T) {
 		{"statefs_scrub_quarantined_total", nil, 2},
 		{"statefs_scrub_damaged", nil, 2},
 		{"statefs_scrub_last_complete_timestamp_seconds", nil, at},
+		{"statefs_scrub_progress_ratio", nil, 0}, // no pass runs
 	} {
 		if got := sample(t, m.Registry, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

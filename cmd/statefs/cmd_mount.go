@@ -227,7 +227,7 @@ func runMount(c *cli.Context) error {
 			slog.Warn("could not set the mount's read-ahead; the kernel's default stays", "err", err)
 		}
 	}
-	ctl := &control.Server{Store: s, FS: fsys, Mountpoint: mnt, Collected: m.Collected, Scrubbed: m.Scrubbed}
+	ctl := &control.Server{Store: s, FS: fsys, Mountpoint: mnt, Collected: m.Collected, Scrubbed: m.Scrubbed, Scrubbing: m.Scrubbing}
 	if err := ctl.Listen(); err != nil {
 		server.Unmount()
 		<-served
