@@ -209,13 +209,11 @@ to any node, and outlives it.
 {{/*
 statefs.sidecar.ephemeralStore: the store as a generic ephemeral volume, a
 list item of the pod's volumes, for pods that no StatefulSet makes (the
-Flink Kubernetes operator's). Its claim lives as long as the pod: the local
-state survives the TaskManager container's restarts (an OOM kill, a
-crash), not the pod.
+Flink Kubernetes operator's). Its claim lives as long as the pod, and no
+longer.
 */}}
 {{- define "statefs.sidecar.ephemeralStore" -}}
-# The store lives as long as the pod: state survives the TaskManager
-# container's restarts, not the pod's.
+# The store lives as long as the pod, and no longer.
 - name: statefs-store
   ephemeral:
     volumeClaimTemplate:
