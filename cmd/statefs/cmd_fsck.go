@@ -33,6 +33,7 @@ func fsckCommand() *cli.Command {
 			storeFlag(),
 			&cli.BoolFlag{Name: "verify", Usage: "read every chunk and object a file uses and check its hash"},
 			&cli.BoolFlag{Name: "repair", Usage: "make the lost ranges of damaged files holes, listing them (implies --verify)"},
+			bytesFlag(),
 			jsonFlag(),
 		},
 		OnUsageError: usageError,
@@ -162,9 +163,10 @@ func repairedFiles(r store.Repaired) []repairedFile {
 }
 
 func printRepaired(c *cli.Context, r store.Repaired) {
+	z := sizesOf(c)
 	for _, f := range repairedFiles(r) {
-		fmt.Fprintf(c.App.Writer, "repaired: %s (inode %d, %d bytes): %d bytes lost, now holes at",
-			describePaths(f.Paths), f.Inode, f.Size, f.LostBytes)
+		fmt.Fprintf(c.App.Writer, "repaired: %s (inode %d, %s): %s lost, now holes at",
+			describePaths(f.Paths), f.Inode, z.of(int64(f.Size)), z.of(int64(f.LostBytes)))
 		if f.Object != "" {
 			fmt.Fprintf(c.App.Writer, " 0+%d (all of object %s)\n", f.Size, f.Object)
 			continue

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/dustin/go-humanize"
 	"github.com/urfave/cli/v2"
 
 	"github.com/statefs/statefs/control"
@@ -26,6 +25,7 @@ func scrubCommand() *cli.Command {
 			"fail; offline it changes nothing. --max-rate keeps it from taking the disk from the jobs.",
 		Flags: []cli.Flag{
 			storeFlag(),
+			bytesFlag(),
 			jsonFlag(),
 			&cli.StringFlag{Name: "max-rate", Value: "0", Usage: "read at most `SIZE` of chunks and objects a second, e.g. 100MiB (0: as fast as the disk gives them)"},
 		},
@@ -76,7 +76,7 @@ func runScrub(c *cli.Context) error {
 			return err
 		}
 	} else {
-		printScrubbed(c.App.Writer, r)
+		printScrubbed(c.App.Writer, r, sizesOf(c))
 	}
 	if len(r.Damaged) > 0 {
 		chunks, objects := damagedKinds(r)
@@ -87,8 +87,9 @@ func runScrub(c *cli.Context) error {
 }
 
 // printScrubbed prints r as lines: each damaged chunk or object, each file
-// that uses one, each object this scrub quarantined, and a summary.
-func printScrubbed(w io.Writer, r store.Scrubbed) {
+// that uses one, each object this scrub quarantined, and a summary, with
+// sizes as z prints them.
+func printScrubbed(w io.Writer, r store.Scrubbed, z sizes) {
 	for _, d := range r.Damaged {
 		use := "used"
 		if !d.Used {
@@ -97,7 +98,7 @@ func printScrubbed(w io.Writer, r store.Scrubbed) {
 		fmt.Fprintf(w, "damaged %s %s (%s): %s\n", damagedKind(d), d.Hash, use, d.Why)
 	}
 	for _, f := range repairedFiles(store.Repaired{Files: r.Files}) {
-		fmt.Fprintf(w, "damaged file %s (inode %d, %d bytes): %d bytes lost", describePaths(f.Paths), f.Inode, f.Size, f.LostBytes)
+		fmt.Fprintf(w, "damaged file %s (inode %d, %s): %s lost", describePaths(f.Paths), f.Inode, z.of(int64(f.Size)), z.of(int64(f.LostBytes)))
 		if f.Object != "" {
 			fmt.Fprintf(w, ", all of object %s\n", f.Object)
 			continue
@@ -113,7 +114,7 @@ func printScrubbed(w io.Writer, r store.Scrubbed) {
 	}
 	chunks, objects := damagedKinds(r)
 	fmt.Fprintf(w, "scrub: %d chunks, %d objects, %s verified, %d damaged chunks, %d damaged files, %d damaged objects, %d quarantined now\n",
-		r.Chunks, r.Objects, humanize.IBytes(uint64(r.Bytes)), chunks, len(r.Files), objects, len(r.Quarantined))
+		r.Chunks, r.Objects, z.of(r.Bytes), chunks, len(r.Files), objects, len(r.Quarantined))
 }
 
 // damagedKind says whether d is a chunk or an object.

@@ -29,19 +29,32 @@ func TestPrintScrubbedReportsObjects(t *testing.T) {
 		},
 		Quarantined: []cas.Hash{object},
 	}
-	var out strings.Builder
-	printScrubbed(&out, r)
-	for _, want := range []string{
-		"damaged chunk " + chunk.String() + " (used): group 0",
-		"damaged object " + object.String() + " (used): group 2",
-		"damaged object " + other.String() + " (used): quarantined",
-		"damaged file a.sst (inode 7, 100 bytes): 10 bytes lost at 0+10\n",
-		"damaged file b.sst (inode 8, 5000 bytes): 5000 bytes lost, all of object " + object.String() + "\n",
-		"quarantined object " + object.String(),
-		"scrub: 4 chunks, 3 objects, 3.0 MiB verified, 1 damaged chunks, 2 damaged files, 2 damaged objects, 1 quarantined now\n",
+	for _, c := range []struct {
+		z     sizes
+		sizes []string
+	}{
+		{sizes{}, []string{
+			"damaged file a.sst (inode 7, 100 B): 10 B lost at 0+10\n",
+			"damaged file b.sst (inode 8, 4.9 KiB): 4.9 KiB lost, all of object " + object.String() + "\n",
+			"scrub: 4 chunks, 3 objects, 3.0 MiB verified, 1 damaged chunks, 2 damaged files, 2 damaged objects, 1 quarantined now\n",
+		}},
+		{sizes{exact: true}, []string{ // --bytes
+			"damaged file a.sst (inode 7, 100): 10 lost at 0+10\n",
+			"damaged file b.sst (inode 8, 5000): 5000 lost, all of object " + object.String() + "\n",
+			"scrub: 4 chunks, 3 objects, 3145728 verified, 1 damaged chunks",
+		}},
 	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("scrub printed\n%s\nwant it to say %q", out.String(), want)
+		var out strings.Builder
+		printScrubbed(&out, r, c.z)
+		for _, want := range append([]string{
+			"damaged chunk " + chunk.String() + " (used): group 0",
+			"damaged object " + object.String() + " (used): group 2",
+			"damaged object " + other.String() + " (used): quarantined",
+			"quarantined object " + object.String(),
+		}, c.sizes...) {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("scrub printed\n%s\nwant it to say %q", out.String(), want)
+			}
 		}
 	}
 	raw, err := json.Marshal(scrubJSON(r))
