@@ -9,12 +9,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/statefs/statefs/store"
 )
 
 // A job the operator marks gone is collected, with its chunks, and nothing
@@ -407,10 +410,18 @@ func TestGCUnansweredIsNotOK(t *testing.T) {
 
 // The operator's word shows in statefs jobs as soon as it is said, and a
 // withdrawn word is gone from it: a withdrawn "gone" collects nothing.
+// Beside it, jobs says what each job's state takes of the disk, as du does.
 func TestJobVerdictShowsAndWithdraws(t *testing.T) {
 	m := mountFS(t)
 	files := flinkTree(t, m, jobGone, 130)
 	m.Unmount()
+	var du store.DiskUsage
+	cliJSON(t, &du, "du", "--store", m.Store, "--json")
+	i := slices.IndexFunc(du.Groups, func(g store.GroupUsage) bool { return g.Group == jobGone })
+	require.GreaterOrEqual(t, i, 0, "du lists no job %s: %+v", jobGone, du.Groups)
+	require.Positive(t, du.Groups[i].PhysicalBytes)
+	require.Regexp(t, fmt.Sprintf(`(?m)^%s .* %d +$`, jobGone, du.Groups[i].PhysicalBytes), mustCLI(t, "jobs", "--store", m.Store, "--bytes"))
+	require.Regexp(t, `(?m)^`+jobGone+` .* [0-9.]+ [KM]iB +$`, mustCLI(t, "jobs", "--store", m.Store))
 	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
 	require.Regexp(t, jobGone+` +unknown +- +gone at `, mustCLI(t, "jobs", "--store", m.Store))
 	mustCLI(t, "job", "--store", m.Store, "withdraw", jobGone)

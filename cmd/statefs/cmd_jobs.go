@@ -17,16 +17,29 @@ func jobsCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "jobs",
 		Usage:        "list the jobs whose state the store holds, with their verdicts",
-		Flags:        []cli.Flag{storeFlag(), jsonFlag()},
+		Flags:        []cli.Flag{storeFlag(), bytesFlag(), jsonFlag()},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return fmt.Errorf("%w: jobs takes no arguments", errUsage)
 			}
 			var jobs []*index.Job
+			var du *store.DiskUsage // by job: what each job's state takes
 			err := readStore(c,
-				func(s *store.Store) (err error) { jobs, err = s.Jobs(); return err },
-				func(d *control.Client) (err error) { jobs, err = d.Jobs(c.Context); return err })
+				func(s *store.Store) (err error) {
+					if jobs, err = s.Jobs(); err != nil || c.Bool("json") {
+						return err
+					}
+					du, err = s.DU(store.ByJob)
+					return err
+				},
+				func(d *control.Client) (err error) {
+					if jobs, err = d.Jobs(c.Context); err != nil || c.Bool("json") {
+						return err
+					}
+					du, err = d.DU(c.Context, store.ByJob)
+					return err
+				})
 			if err != nil {
 				return err
 			}
@@ -38,8 +51,13 @@ func jobsCommand() *cli.Command {
 				}
 				return enc.Encode(jobs)
 			}
+			disk := map[string]int64{} // each job's share of the disk, as du counts it
+			for _, g := range du.Groups {
+				disk[g.Group] = g.PhysicalBytes
+			}
+			z := sizesOf(c)
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "JOB\tVERDICT\tSINCE\tOPERATOR\tLAST WRITE\tEXECUTORS\tEVIDENCE")
+			fmt.Fprintln(w, "JOB\tVERDICT\tSINCE\tOPERATOR\tLAST WRITE\tEXECUTORS\tDISK\tEVIDENCE")
 			for _, j := range jobs {
 				// The operator's word shows from when it is said; the
 				// verdict, which combines it with the oracles', from the
@@ -48,7 +66,7 @@ func jobsCommand() *cli.Command {
 				if j.Operator != index.VerdictUnknown {
 					said = j.Operator.String() + " at " + stamp(j.OperatorAt)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Verdict, stamp(j.Since), said, stamp(j.LastWrite), len(j.Executors), j.Evidence)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.Verdict, stamp(j.Since), said, stamp(j.LastWrite), len(j.Executors), z.of(disk[j.ID]), j.Evidence)
 			}
 			return w.Flush()
 		},
