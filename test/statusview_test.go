@@ -13,7 +13,8 @@ import (
 )
 
 // .statefs shows the store by job and its use of the disk as JSON anyone
-// can cat, and refuses every change with EROFS.
+// can cat, in the style of the commands' --json, and refuses every change
+// with EROFS.
 func TestStatusView(t *testing.T) {
 	m := mountFS(t, "--seal-delay", "0")
 	files := flinkTree(t, m, jobGone, 400)
@@ -31,6 +32,11 @@ func TestStatusView(t *testing.T) {
 	require.Equal(t, jobGone, job["id"])
 	require.Equal(t, "unknown", job["verdict"])
 	require.Equal(t, []any{"tm-1"}, job["executors"])
+	// The views print JSON as the commands' --json do.
+	for _, view := range [][]string{{"status.json"}, {"stats.json"}, {"jobs.json"}, {"inventory.json"}, {"jobs", jobGone, "status.json"}} {
+		p := filepath.Join(view...)
+		require.Empty(t, printedJSONProblems(".statefs/"+p, string(fileBytes(t, m.Path(append([]string{".statefs"}, view...)...)))))
+	}
 
 	var stats struct {
 		LogicalBytes  int64   `json:"logical_bytes"`
