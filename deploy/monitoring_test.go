@@ -97,7 +97,7 @@ func promqlMetricNames(expr parser.Expr) ([]string, error) {
 		}
 		name := vs.Name
 		for _, m := range vs.LabelMatchers {
-			if name == "" && m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			if name == "" && m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 				name = m.Value
 			}
 		}

@@ -26,17 +26,18 @@ func inspectCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return fmt.Errorf("%w: inspect takes one PATH, relative to the mount root (flags first: statefs inspect --store DIR PATH)", errUsage)
 			}
-			// A daemon takes an absolute path inside its mount too; a
-			// store no daemon serves knows no mountpoint.
+			// A daemon takes an absolute path inside its mount too (it
+			// checks the path); a store no daemon serves knows no
+			// mountpoint.
 			path := c.Args().First()
-			if err := store.CheckPath(path); err != nil && !filepath.IsAbs(path) {
-				return err
-			}
 			var in *store.Inspection
 			err := readStore(c,
 				func(s *store.Store) (err error) {
 					if err := store.CheckPath(path); err != nil {
-						return fmt.Errorf("%w (the store is not mounted)", err)
+						if filepath.IsAbs(path) {
+							return fmt.Errorf("%w (the store is not mounted)", err)
+						}
+						return err
 					}
 					in, err = s.Inspect(path)
 					return err
