@@ -5,9 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
-
-	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/manifest"
 	"github.com/statefs/statefs/store"
 )
@@ -83,66 +80,4 @@ func (f *FS) lookupFile(ino uint64) *file {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.files[ino]
-}
-
-// known records that the kernel holds node n for inode ino, unless it
-// holds another one already: a lookup of an inode the kernel knows makes a
-// new node, which go-fuse drops in favour of the one it registered first.
-// (Forgotten is deprecated for OnForget, which cannot tell a dropped node
-// from a live one.)
-func (f *FS) known(ino uint64, n *gofs.Inode) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if old := f.kernelKnows[ino]; old == nil || old == n || old.Forgotten() {
-		f.kernelKnows[ino] = n
-	}
-	f.evictIfMany()
-}
-
-// knownNode is the node the kernel holds for inode ino, if any.
-func (f *FS) knownNode(ino uint64) *gofs.Inode {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if n := f.kernelKnows[ino]; n != nil && !n.Forgotten() {
-		return n
-	}
-	return nil
-}
-
-// reapAtForget reports whether the kernel holds a node for inode ino, which
-// has no name left, and if so has the kernel's FORGET of it reap the inode.
-func (f *FS) reapAtForget(ino uint64) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if n := f.kernelKnows[ino]; n == nil || n.Forgotten() {
-		return false
-	}
-	f.nameless[ino] = struct{}{}
-	return true
-}
-
-// forgotten records that the kernel dropped node n of inode ino, and
-// reaps the inode if a reap waited for that (reapAtForget). Any other
-// FORGET costs no index read.
-func (f *FS) forgotten(n *gofs.Inode, ino uint64) {
-	f.mu.Lock()
-	_, reap := f.nameless[ino]
-	if f.kernelKnows[ino] != n {
-		reap = false // a node go-fuse dropped for the one it registered first
-	} else {
-		delete(f.kernelKnows, ino)
-		delete(f.nameless, ino)
-	}
-	f.mu.Unlock()
-	if !reap {
-		return
-	}
-	var rec *index.Inode
-	err := f.store.Index.View(func(tx *index.Tx) (err error) {
-		rec, err = tx.Inode(ino)
-		return err
-	})
-	if err == nil { // the collector may have reaped it already
-		f.reapIfUnused(rec)
-	}
 }

@@ -94,15 +94,17 @@ type FS struct {
 	opts  Options
 	rules *owner.Rules
 
-	// mu guards files (and each file's refs), kernelKnows, nameless,
-	// evicting and evictAgain. It is taken after a file's mu (reap), never
+	// mu guards files (and each file's refs), kernelKnows, latecomers,
+	// sweepLatecomersAt, nameless, evicting and evictAgain. It is taken after a file's mu (reap), never
 	// before one, and only go-fuse's node locks are taken while it is held.
-	mu          sync.Mutex
-	files       map[uint64]*file
-	kernelKnows map[uint64]*gofs.Inode // inodes the kernel holds a node for
-	nameless    map[uint64]struct{}    // of those, the ones with no name left, for their FORGET to reap
-	evicting    bool                   // an eviction is under way (evict.go)
-	evictAgain  bool                   // and a lookup took the count past the bound meanwhile
+	mu                sync.Mutex
+	files             map[uint64]*file
+	kernelKnows       map[uint64]*gofs.Inode // inodes the kernel holds a node for
+	latecomers        map[uint64]latecomer   // nodes lookups made beside those (kernelnodes.go)
+	sweepLatecomersAt int
+	nameless          map[uint64]struct{} // of those, the ones with no name left, for their FORGET to reap
+	evicting          bool                // an eviction is under way (evict.go)
+	evictAgain        bool                // and a lookup took the count past the bound meanwhile
 
 	// sealMu guards sealTimers and closing closed against new timers. It
 	// is taken after a file's mu (a truncate or a failed commit schedules
@@ -131,7 +133,7 @@ func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedd
 	if opts.Rules == nil {
 		opts.Rules = owner.FlinkRules()
 	}
-	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, objectUsers: map[cas.Hash]int{}, kernelKnows: map[uint64]*gofs.Inode{}, nameless: map[uint64]struct{}{},
+	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, objectUsers: map[cas.Hash]int{}, kernelKnows: map[uint64]*gofs.Inode{}, latecomers: map[uint64]latecomer{}, nameless: map[uint64]struct{}{},
 		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
 	for _, ino := range unsealed {
 		f.scheduleSeal(ino)

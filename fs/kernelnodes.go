@@ -1,0 +1,129 @@
+package fs
+
+import (
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/statefs/statefs/index"
+)
+
+// The kernel holds a node for each inode it looked up and has not
+// forgotten. statefs needs that node to tell the kernel of a change it
+// makes itself (a collection, a restore, a seal), and to know whether a
+// FORGET is still to come for an inode that lost its last name.
+//
+// A lookup makes a new node before go-fuse registers it, and go-fuse
+// keeps the node it registered first for the same inode instead. Which
+// one the kernel ends up with is decided after the lookup returns: if the
+// kernel forgets the old node in between, the new one is registered.
+// known keeps that new node as a latecomer, and the first question about
+// the inode after the old node is gone finds it live or dropped.
+
+// latecomerSettled bounds how long go-fuse takes to register or drop the
+// node a lookup made, after the lookup returned it. A latecomer neither
+// registered nor forgotten after it is one go-fuse dropped.
+const latecomerSettled = time.Minute
+
+// latecomer is a node made by a lookup of an inode the kernel held
+// another node of.
+type latecomer struct {
+	node *gofs.Inode
+	made time.Time
+}
+
+// known records that a lookup made node n for inode ino.
+func (f *FS) known(ino uint64, n *gofs.Inode) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if old := f.heldNode(ino); old == nil || old == n {
+		f.kernelKnows[ino] = n
+		delete(f.latecomers, ino)
+	} else {
+		f.latecomers[ino] = latecomer{n, time.Now()}
+		f.sweepLatecomers()
+	}
+	f.evictIfMany()
+}
+
+// knownNode is the node the kernel holds for inode ino, if any.
+func (f *FS) knownNode(ino uint64) *gofs.Inode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.heldNode(ino)
+}
+
+// heldNode is knownNode with f.mu held. A latecomer go-fuse registered
+// takes the place of the node it was made beside.
+func (f *FS) heldNode(ino uint64) *gofs.Inode {
+	if n := f.kernelKnows[ino]; n != nil && !n.Forgotten() {
+		return n
+	}
+	if l, ok := f.latecomers[ino]; ok && !l.node.Forgotten() {
+		f.kernelKnows[ino] = l.node
+		delete(f.latecomers, ino)
+		return l.node
+	}
+	return nil
+}
+
+// sweepLatecomers forgets the latecomers that settled without being
+// registered, once there are twice as many as after the last sweep; f.mu
+// held.
+func (f *FS) sweepLatecomers() {
+	if len(f.latecomers) < f.sweepLatecomersAt {
+		return
+	}
+	settled := time.Now().Add(-latecomerSettled)
+	for ino, l := range f.latecomers {
+		if l.node.Forgotten() && l.made.Before(settled) {
+			delete(f.latecomers, ino)
+		}
+	}
+	f.sweepLatecomersAt = 2*len(f.latecomers) + 1024
+}
+
+// reapAtForget reports whether the kernel holds a node for inode ino, which
+// has no name left, and if so has the kernel's FORGET of it reap the inode.
+func (f *FS) reapAtForget(ino uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.heldNode(ino) == nil {
+		return false
+	}
+	f.nameless[ino] = struct{}{}
+	return true
+}
+
+// forgotten records that the kernel dropped node n of inode ino, and
+// reaps the inode if a reap waited for that (reapAtForget) and the kernel
+// holds no other node of it. Any other FORGET costs no index read.
+func (f *FS) forgotten(n *gofs.Inode, ino uint64) {
+	f.mu.Lock()
+	_, reap := f.nameless[ino]
+	switch {
+	case f.kernelKnows[ino] == n:
+		delete(f.kernelKnows, ino)
+	case f.latecomers[ino].node == n:
+		delete(f.latecomers, ino)
+	default:
+		reap = false // a node go-fuse dropped for the one it registered first
+	}
+	if reap && f.heldNode(ino) != nil {
+		reap = false // its FORGET reaps
+	} else if reap {
+		delete(f.nameless, ino)
+	}
+	f.mu.Unlock()
+	if !reap {
+		return
+	}
+	var rec *index.Inode
+	err := f.store.Index.View(func(tx *index.Tx) (err error) {
+		rec, err = tx.Inode(ino)
+		return err
+	})
+	if err == nil { // the collector may have reaped it already
+		f.reapIfUnused(rec)
+	}
+}
