@@ -95,16 +95,17 @@ type FS struct {
 	rules *owner.Rules
 
 	// mu guards files (and each file's refs), kernelKnows, latecomers,
-	// sweepLatecomersAt, nameless, evicting and evictAgain. It is taken after a file's mu (reap), never
-	// before one, and only go-fuse's node locks are taken while it is held.
+	// sweepLatecomersAt, nameless, evicting and evictAgain. It is taken
+	// after a file's mu (reap), never before one, and only go-fuse's node
+	// locks are taken while it is held.
 	mu                sync.Mutex
 	files             map[uint64]*file
 	kernelKnows       map[uint64]*gofs.Inode // inodes the kernel holds a node for
-	latecomers        map[uint64]latecomer   // nodes lookups made beside those (kernelnodes.go)
-	sweepLatecomersAt int
-	nameless          map[uint64]struct{} // of those, the ones with no name left, for their FORGET to reap
-	evicting          bool                // an eviction is under way (evict.go)
-	evictAgain        bool                // and a lookup took the count past the bound meanwhile
+	nameless          map[uint64]struct{}    // of those, the ones with no name left, for their FORGET to reap
+	latecomers        map[uint64]latecomer   // nodes lookups made beside known ones (kernelnodes.go)
+	sweepLatecomersAt int                    // how many latecomers call for a sweep
+	evicting          bool                   // an eviction is under way (evict.go)
+	evictAgain        bool                   // and a lookup took the count past the bound meanwhile
 
 	// sealMu guards sealTimers and closing closed against new timers. It
 	// is taken after a file's mu (a truncate or a failed commit schedules
