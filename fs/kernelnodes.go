@@ -19,6 +19,8 @@ import (
 // kernel forgets the old node in between, the new one is registered.
 // known keeps that new node as a latecomer, and the first question about
 // the inode after the old node is gone finds it live or dropped.
+// (Inode.Forgotten is deprecated for OnForget, which cannot tell a node
+// go-fuse dropped from a live one: statefs needs both.)
 
 // latecomerSettled bounds how long go-fuse takes to register or drop the
 // node a lookup made, after the lookup returned it. A latecomer neither
