@@ -102,7 +102,7 @@ type FS struct {
 	files             map[uint64]*file
 	kernelKnows       map[uint64]*gofs.Inode // inodes the kernel holds a node for
 	nameless          map[uint64]struct{}    // of those, the ones with no name left, for their FORGET to reap
-	latecomers        map[uint64]latecomer   // nodes lookups made beside known ones (kernelnodes.go)
+	latecomers        map[uint64][]latecomer // nodes lookups made beside known ones (kernelnodes.go)
 	sweepLatecomersAt int                    // how many latecomers call for a sweep
 	evicting          bool                   // an eviction is under way (evict.go)
 	evictAgain        bool                   // and a lookup took the count past the bound meanwhile
@@ -134,7 +134,7 @@ func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedd
 	if opts.Rules == nil {
 		opts.Rules = owner.FlinkRules()
 	}
-	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, objectUsers: map[cas.Hash]int{}, kernelKnows: map[uint64]*gofs.Inode{}, latecomers: map[uint64]latecomer{}, nameless: map[uint64]struct{}{},
+	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, objectUsers: map[cas.Hash]int{}, kernelKnows: map[uint64]*gofs.Inode{}, latecomers: map[uint64][]latecomer{}, nameless: map[uint64]struct{}{},
 		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
 	for _, ino := range unsealed {
 		f.scheduleSeal(ino)

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"slices"
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -17,8 +18,9 @@ import (
 // keeps the node it registered first for the same inode instead. Which
 // one the kernel ends up with is decided after the lookup returns: if the
 // kernel forgets the old node in between, the new one is registered.
-// known keeps that new node as a latecomer, and the first question about
-// the inode after the old node is gone finds it live or dropped.
+// known keeps that new node as a latecomer (lookups of one inode by two
+// of its names may make two), and the first question about the inode
+// after the old node is gone finds which of them is live.
 // (Inode.Forgotten is deprecated for OnForget, which cannot tell a node
 // go-fuse dropped from a live one: statefs needs both.)
 
@@ -42,8 +44,9 @@ func (f *FS) known(ino uint64, n *gofs.Inode) {
 		f.kernelKnows[ino] = n
 		delete(f.latecomers, ino)
 	} else {
-		f.latecomers[ino] = latecomer{n, time.Now()}
-		f.sweepLatecomers()
+		now := time.Now()
+		f.latecomers[ino] = append(unsettled(f.latecomers[ino], now), latecomer{n, now})
+		f.sweepLatecomers(now)
 	}
 	f.evictIfMany()
 }
@@ -61,24 +64,43 @@ func (f *FS) heldNode(ino uint64) *gofs.Inode {
 	if n := f.kernelKnows[ino]; n != nil && !n.Forgotten() {
 		return n
 	}
-	if l, ok := f.latecomers[ino]; ok && !l.node.Forgotten() {
-		f.kernelKnows[ino] = l.node
-		delete(f.latecomers, ino)
-		return l.node
+	for i, l := range f.latecomers[ino] {
+		if !l.node.Forgotten() {
+			f.kernelKnows[ino] = l.node
+			f.dropLatecomer(ino, i)
+			return l.node
+		}
 	}
 	return nil
 }
 
+// dropLatecomer removes the i-th latecomer of inode ino; f.mu held.
+func (f *FS) dropLatecomer(ino uint64, i int) {
+	if ls := slices.Delete(f.latecomers[ino], i, i+1); len(ls) > 0 {
+		f.latecomers[ino] = ls
+	} else {
+		delete(f.latecomers, ino)
+	}
+}
+
+// unsettled returns the latecomers of ls that may yet be registered or
+// are live, in ls's array.
+func unsettled(ls []latecomer, now time.Time) []latecomer {
+	settled := now.Add(-latecomerSettled)
+	return slices.DeleteFunc(ls, func(l latecomer) bool { return l.node.Forgotten() && l.made.Before(settled) })
+}
+
 // sweepLatecomers forgets the latecomers that settled without being
-// registered, once there are twice as many as after the last sweep; f.mu
-// held.
-func (f *FS) sweepLatecomers() {
+// registered, once twice as many inodes have latecomers as after the last
+// sweep; f.mu held.
+func (f *FS) sweepLatecomers(now time.Time) {
 	if len(f.latecomers) < f.sweepLatecomersAt {
 		return
 	}
-	settled := time.Now().Add(-latecomerSettled)
-	for ino, l := range f.latecomers {
-		if l.node.Forgotten() && l.made.Before(settled) {
+	for ino, ls := range f.latecomers {
+		if ls = unsettled(ls, now); len(ls) > 0 {
+			f.latecomers[ino] = ls
+		} else {
 			delete(f.latecomers, ino)
 		}
 	}
@@ -103,11 +125,12 @@ func (f *FS) reapAtForget(ino uint64) bool {
 func (f *FS) forgotten(n *gofs.Inode, ino uint64) {
 	f.mu.Lock()
 	_, reap := f.nameless[ino]
+	late := slices.IndexFunc(f.latecomers[ino], func(l latecomer) bool { return l.node == n })
 	switch {
 	case f.kernelKnows[ino] == n:
 		delete(f.kernelKnows, ino)
-	case f.latecomers[ino].node == n:
-		delete(f.latecomers, ino)
+	case late >= 0:
+		f.dropLatecomer(ino, late)
 	default:
 		reap = false // a node go-fuse dropped for the one it registered first
 	}

@@ -13,11 +13,12 @@ import (
 	"github.com/statefs/statefs/index"
 )
 
-// A lookup of a directory the kernel holds a node of makes a second node.
-// When the kernel forgets the first one before go-fuse registers the
-// second (a FORGET and a LOOKUP run side by side, as after the kernel
-// drops its caches), the second is the kernel's node, and a change statefs
-// makes itself reaches the kernel through it.
+// A lookup of a directory the kernel holds a node of makes a new node.
+// When the kernel forgets the old one before go-fuse registers the new one
+// (a FORGET and a LOOKUP run side by side, as after the kernel drops its
+// caches), the new one is the kernel's node, and a change statefs makes
+// itself reaches the kernel through it; also when two lookups made a node
+// each and go-fuse registered the first.
 func TestLatecomerBecomesTheKernelsNode(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, Options{})
@@ -28,11 +29,17 @@ func TestLatecomerBecomesTheKernelsNode(t *testing.T) {
 		t.Fatal("the kernel's nodes of the root and of a directory it made are unknown")
 	}
 
-	// The steps of the LOOKUP and the FORGET, in the order that loses the
-	// first node: the lookup makes its node while the kernel holds old,
-	// the FORGET drops old, and go-fuse registers the lookup's node.
-	fresh := rootInode.NewInode(context.Background(), &node{fs: k.fs}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino})
-	k.fs.known(ino, fresh)
+	// The steps of the LOOKUPs and the FORGET, in the order that loses the
+	// old node: two lookups make their nodes while the kernel holds old,
+	// the FORGET drops old, and go-fuse registers the first lookup's node
+	// (and would drop the second's for it).
+	made := func() *gofs.Inode {
+		n := rootInode.NewInode(context.Background(), &node{fs: k.fs}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino})
+		k.fs.known(ino, n)
+		return n
+	}
+	fresh := made()
+	made()
 	k.forget(d.node, 1)
 	if !old.Forgotten() {
 		t.Fatal("the FORGET did not drop the first node")
@@ -70,9 +77,10 @@ func TestDroppedLatecomersAreForgotten(t *testing.T) {
 		t.Fatalf("%d latecomers after a second lookup of %d files, want one each", n, files)
 	}
 	k.fs.mu.Lock()
-	for ino, l := range k.fs.latecomers {
-		l.made = l.made.Add(-latecomerSettled - time.Second)
-		k.fs.latecomers[ino] = l
+	for _, ls := range k.fs.latecomers {
+		for i := range ls {
+			ls[i].made = ls[i].made.Add(-latecomerSettled - time.Second)
+		}
 	}
 	k.fs.sweepLatecomersAt = 0
 	k.fs.mu.Unlock()
