@@ -65,27 +65,19 @@ func decodeJob(b []byte) (*Job, error) {
 // jobJSON is Job as statefs prints it: times in RFC 3339, those not set
 // left out.
 type jobJSON struct {
-	ID          string    `json:"id"`
-	FirstWrite  time.Time `json:"first_write"`
-	LastWrite   time.Time `json:"last_write"`
-	Executors   []string  `json:"executors,omitempty"`
-	Allocations []string  `json:"allocations,omitempty"`
-	Verdict     Verdict   `json:"verdict"`
-	Evidence    string    `json:"evidence,omitempty"`
-	Oracle      string    `json:"oracle,omitempty"`
-	Since       time.Time `json:"since,omitzero"`
-	CheckedAt   time.Time `json:"checked_at,omitzero"`
-	Operator    Verdict   `json:"operator,omitempty"`
-	OperatorAt  time.Time `json:"operator_at,omitzero"`
+	storedJob
+	FirstWrite time.Time `json:"first_write"`
+	LastWrite  time.Time `json:"last_write"`
+	Since      time.Time `json:"since,omitzero"`
+	CheckedAt  time.Time `json:"checked_at,omitzero"`
+	OperatorAt time.Time `json:"operator_at,omitzero"`
 }
 
 func (j Job) MarshalJSON() ([]byte, error) {
 	return json.Marshal(jobJSON{
-		ID: j.ID, FirstWrite: clock(j.FirstWrite), LastWrite: clock(j.LastWrite),
-		Executors: j.Executors, Allocations: j.Allocations,
-		Verdict: j.Verdict, Evidence: j.Evidence, Oracle: j.Oracle,
-		Since: clock(j.Since), CheckedAt: clock(j.CheckedAt),
-		Operator: j.Operator, OperatorAt: clock(j.OperatorAt),
+		storedJob:  storedJob(j),
+		FirstWrite: clock(j.FirstWrite), LastWrite: clock(j.LastWrite),
+		Since: clock(j.Since), CheckedAt: clock(j.CheckedAt), OperatorAt: clock(j.OperatorAt),
 	})
 }
 
@@ -94,13 +86,9 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	*j = Job{
-		ID: v.ID, FirstWrite: nanos(v.FirstWrite), LastWrite: nanos(v.LastWrite),
-		Executors: v.Executors, Allocations: v.Allocations,
-		Verdict: v.Verdict, Evidence: v.Evidence, Oracle: v.Oracle,
-		Since: nanos(v.Since), CheckedAt: nanos(v.CheckedAt),
-		Operator: v.Operator, OperatorAt: nanos(v.OperatorAt),
-	}
+	*j = Job(v.storedJob)
+	j.FirstWrite, j.LastWrite = nanos(v.FirstWrite), nanos(v.LastWrite)
+	j.Since, j.CheckedAt, j.OperatorAt = nanos(v.Since), nanos(v.CheckedAt), nanos(v.OperatorAt)
 	return nil
 }
 
