@@ -18,9 +18,9 @@ import (
 // keeps the node it registered first for the same inode instead. Which
 // one the kernel ends up with is decided after the lookup returns: if the
 // kernel forgets the old node in between, the new one is registered.
-// known keeps that new node as a latecomer (lookups of one inode by two
-// of its names may make two), and the first question about the inode
-// after the old node is gone finds which of them is live.
+// known keeps that new node as a latecomer (the newest two: lookups of
+// one inode by two of its names at once make two), and the first question
+// about the inode after the old node is gone finds which of them is live.
 // (Inode.Forgotten is deprecated for OnForget, which cannot tell a node
 // go-fuse dropped from a live one: statefs needs both.)
 
@@ -28,6 +28,12 @@ import (
 // node a lookup made, after the lookup returned it. A latecomer neither
 // registered nor forgotten after it is one go-fuse dropped.
 const latecomerSettled = time.Minute
+
+// latecomersKept is how many latecomers an inode keeps, the newest: one a
+// lookup, and one a lookup by another name at the same time. Every lookup
+// of a known inode (a READDIRPLUS of its directory too) makes one, so what
+// they take stays bounded by the inodes the kernel knows.
+const latecomersKept = 2
 
 // latecomer is a node made by a lookup of an inode the kernel held
 // another node of.
@@ -44,8 +50,12 @@ func (f *FS) known(ino uint64, n *gofs.Inode) {
 		f.kernelKnows[ino] = n
 		delete(f.latecomers, ino)
 	} else {
+		ls := f.latecomers[ino]
+		if len(ls) == latecomersKept {
+			ls = append(ls[:0], ls[1:]...)
+		}
 		now := time.Now()
-		f.latecomers[ino] = append(unsettled(f.latecomers[ino], now), latecomer{n, now})
+		f.latecomers[ino] = append(ls, latecomer{n, now})
 		f.sweepLatecomers(now)
 	}
 	f.evictIfMany()
@@ -83,13 +93,6 @@ func (f *FS) dropLatecomer(ino uint64, i int) {
 	}
 }
 
-// unsettled returns the latecomers of ls that may yet be registered or
-// are live, in ls's array.
-func unsettled(ls []latecomer, now time.Time) []latecomer {
-	settled := now.Add(-latecomerSettled)
-	return slices.DeleteFunc(ls, func(l latecomer) bool { return l.node.Forgotten() && l.made.Before(settled) })
-}
-
 // sweepLatecomers forgets the latecomers that settled without being
 // registered, once twice as many inodes have latecomers as after the last
 // sweep; f.mu held.
@@ -97,8 +100,10 @@ func (f *FS) sweepLatecomers(now time.Time) {
 	if len(f.latecomers) < f.sweepLatecomersAt {
 		return
 	}
+	settled := now.Add(-latecomerSettled)
 	for ino, ls := range f.latecomers {
-		if ls = unsettled(ls, now); len(ls) > 0 {
+		ls = slices.DeleteFunc(ls, func(l latecomer) bool { return l.node.Forgotten() && l.made.Before(settled) })
+		if len(ls) > 0 {
 			f.latecomers[ino] = ls
 		} else {
 			delete(f.latecomers, ino)

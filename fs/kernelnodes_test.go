@@ -57,7 +57,8 @@ func TestLatecomerBecomesTheKernelsNode(t *testing.T) {
 }
 
 // Nodes that lookups made of inodes the kernel held, and that go-fuse
-// dropped, are not kept once they have settled.
+// dropped, are not kept once they have settled, and an inode looked up
+// again and again keeps only the newest few.
 func TestDroppedLatecomersAreForgotten(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, Options{})
@@ -76,7 +77,15 @@ func TestDroppedLatecomersAreForgotten(t *testing.T) {
 	if n := latecomers(); n != files {
 		t.Fatalf("%d latecomers after a second lookup of %d files, want one each", n, files)
 	}
+	again := k.walk("f1").attr.Ino
+	for range 5 {
+		k.walk("f1")
+	}
 	k.fs.mu.Lock()
+	if n := len(k.fs.latecomers[again]); n != latecomersKept {
+		k.fs.mu.Unlock()
+		t.Fatalf("a file looked up 7 times keeps %d latecomers, want %d", n, latecomersKept)
+	}
 	for _, ls := range k.fs.latecomers {
 		for i := range ls {
 			ls[i].made = ls[i].made.Add(-latecomerSettled - time.Second)
