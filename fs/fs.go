@@ -77,6 +77,8 @@ type Options struct {
 	// MaxKernelInodes bounds the inodes the kernel may hold the daemon to
 	// (evict.go); 0 sets no bound.
 	MaxKernelInodes int
+	// Version is the daemon's version, which .statefs/status.json shows.
+	Version string
 }
 
 // DefaultCacheTimeout is how long the kernel may answer lookups and stats

@@ -23,6 +23,7 @@ const (
 
 // Status is what .statefs/status.json shows.
 type Status struct {
+	Version     string `json:"version"` // the daemon's, as statefs --version says it
 	Store       string `json:"store"`
 	SealBacklog int    `json:"seal_backlog"` // files whose content waits in staging
 	OpenFiles   int    `json:"open_files"`   // inodes with open handles or seals running
@@ -35,7 +36,7 @@ type Status struct {
 
 // Status reports the filesystem's current state.
 func (f *FS) Status() (Status, error) {
-	s := Status{Store: f.store.Dir, Passthrough: f.opts.Passthrough, DiskFull: f.store.Full()}
+	s := Status{Version: f.opts.Version, Store: f.store.Dir, Passthrough: f.opts.Passthrough, DiskFull: f.store.Full()}
 	backlog, err := f.store.SealBacklog()
 	s.SealBacklog = backlog
 	f.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -569,4 +570,14 @@ func TestSlowScanAnswersLonger(t *testing.T) {
 	if age := sample(t, reg, "statefs_store_scan_age_seconds"); age < 0 || age > 60 {
 		t.Errorf("statefs_store_scan_age_seconds = %v", age)
 	}
+}
+
+// statefs_build_info says which build serves, as `statefs --version` does.
+func TestBuildInfo(t *testing.T) {
+	m := New(storetest.NewWithObjects(t).S)
+	m.SetBuildInfo("v1.4.0-3-gabc123")
+	if got := sample(t, m.Registry, "statefs_build_info", "version", "v1.4.0-3-gabc123", "goversion", runtime.Version()); got != 1 {
+		t.Errorf("statefs_build_info = %v, want 1", got)
+	}
+	(*Metrics)(nil).SetBuildInfo("v1") // a daemon without --metrics-addr
 }

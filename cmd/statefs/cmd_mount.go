@@ -214,8 +214,10 @@ func runMount(c *cli.Context) error {
 		m = metrics.New(s)
 	}
 	m.SetGCInterval(opts.GCInterval)
+	m.SetBuildInfo(version)
 	fsOpts := opts.FS
 	fsOpts.OnSeal = m.OnSeal
+	fsOpts.Version = version
 	fsys, root := fs.New(s, fsOpts, unsealed)
 	server, served, err := mountFS(mnt, root, fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug), m)
 	if err != nil {
@@ -257,7 +259,7 @@ func runMount(c *cli.Context) error {
 		defer stop()
 		go ctl.ScrubEvery(ctx, opts.ScrubInterval, opts.ScrubRate)
 	}
-	slog.Info("serving", "store", s.Dir, "mountpoint", mnt, "pending_seals", len(unsealed),
+	slog.Info("serving", "version", version, "store", s.Dir, "mountpoint", mnt, "pending_seals", len(unsealed),
 		"scrub_interval", opts.ScrubInterval, "scrub_rate", opts.ScrubRate, "verify_reads", opts.FS.VerifyReads, "seal_as", cmp.Or(string(opts.SealAs), "auto"))
 
 	select {
