@@ -162,7 +162,8 @@ func TestMetricsAddrRefused(t *testing.T) {
 	}
 }
 
-// `statefs --log-format json mount` logs one JSON object a line.
+// `statefs --log-format json mount` logs one JSON object a line, its
+// durations in seconds as the commands' --json give them.
 func TestLogFormatJSON(t *testing.T) {
 	testenv.RequireFUSE(t)
 	store, mnt := filepath.Join(t.TempDir(), "store"), t.TempDir()
@@ -183,10 +184,15 @@ func TestLogFormatJSON(t *testing.T) {
 			Time  string `json:"time"`
 			Level string `json:"level"`
 			Msg   string `json:"msg"`
+			// --scrub-interval, 24h unless told
+			ScrubInterval any `json:"scrub_interval"`
 		}
 		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Time == "" || rec.Level == "" {
 			t.Errorf("log line is not a JSON record with time and level: %q", line)
 			continue
+		}
+		if rec.Msg == "serving" && rec.ScrubInterval != 86400.0 {
+			t.Errorf("the serving line gives scrub_interval as %v, want 86400 (seconds): %s", rec.ScrubInterval, line)
 		}
 		msgs = append(msgs, rec.Msg)
 	}
