@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -217,7 +218,7 @@ func TestBadFlagValueIsOneLine(t *testing.T) {
 		flag    string // the flag the error line must name
 	}{
 		{"mount", []string{"--seal-delay", "-1s"}, "--seal-delay"},
-		{"mount", []string{"--seal-delay", "soon"}, "-seal-delay"}, // Go's flag package names it with one dash
+		{"mount", []string{"--seal-delay", "soon"}, "--seal-delay"},
 		{"mount", []string{"--gc-interval", "-1s"}, "--gc-interval"},
 		{"mount", []string{"--gc-grace", "-1s"}, "--gc-grace"},
 		{"mount", []string{"--flink-url", "notaurl"}, "--flink-url"},
@@ -236,7 +237,7 @@ func TestBadFlagValueIsOneLine(t *testing.T) {
 		{"mount", []string{"--read-ahead", "lots"}, "--read-ahead"},
 		{"mount", []string{"--read-cache", "lots"}, "--read-cache"},
 		{"mount", []string{"--scrub-interval", "-1s"}, "--scrub-interval"},
-		{"mount", []string{"--scrub-interval", "daily"}, "-scrub-interval"},
+		{"mount", []string{"--scrub-interval", "daily"}, "--scrub-interval"},
 		{"mount", []string{"--scrub-rate", "lots"}, "--scrub-rate"},
 		{"mount", []string{"--scrub-rate", "20EiB"}, "--scrub-rate"},
 		{"mount", []string{"--scrub-rate", "-1MiB"}, "--scrub-rate"},
@@ -245,7 +246,7 @@ func TestBadFlagValueIsOneLine(t *testing.T) {
 		{"mount", []string{"--rules", badRules}, "--rules"},
 		{"gc", []string{"--gc-grace", "-1s"}, "--gc-grace"},
 		{"gc", []string{"--grace", "-1s"}, "--gc-grace"},
-		{"gc", []string{"--grace", "soon"}, "-grace"},
+		{"gc", []string{"--grace", "soon"}, "--grace"},
 		{"gc", []string{"--grace", "1m", "--gc-grace", "2m"}, "gc-grace"},
 		{"scrub", []string{"--max-rate", "lots"}, "--max-rate"},
 		{"du", []string{"--by", "size"}, "--by"},
@@ -293,5 +294,56 @@ func TestStoreIsRequiredInOneLine(t *testing.T) {
 	t.Setenv("STATEFS_STORE", filepath.Join(t.TempDir(), "nostore"))
 	if err := newApp().Run([]string{"statefs", "jobs"}); err == nil || !strings.Contains(err.Error(), "nostore is not a statefs store") {
 		t.Errorf("statefs jobs with STATEFS_STORE set: %v; want it to look at that store", err)
+	}
+}
+
+// A duration given as a bare number, on any duration flag of any command,
+// is refused in one line that says a unit is needed and gives one.
+func TestDurationWithoutUnitSaysSo(t *testing.T) {
+	durations := 0
+	for _, cmd := range newApp().Commands {
+		for _, f := range cmd.Flags {
+			if _, ok := f.(*cli.DurationFlag); !ok {
+				continue
+			}
+			durations++
+			for _, name := range f.Names() {
+				_, err := parse(t, cmd.Name, complete(cmd.Name, "--"+name, "5")...)
+				want := fmt.Sprintf(`usage: --%s "5": a duration needs a unit, e.g. 5s (see 'statefs %s --help')`, name, cmd.Name)
+				if err == nil || err.Error() != want {
+					t.Errorf("statefs %s --%s 5: %v\nwant %s", cmd.Name, name, err, want)
+				}
+			}
+		}
+	}
+	if durations == 0 {
+		t.Fatal("no command has a duration flag; mount --seal-delay should be one")
+	}
+	_, err := parse(t, "mount", complete("mount", "--seal-delay", "soon")...)
+	if want := `usage: --seal-delay "soon" is not a duration such as 90s, 10m or 1h30m (see 'statefs mount --help')`; err == nil || err.Error() != want {
+		t.Errorf("statefs mount --seal-delay soon: %v\nwant %s", err, want)
+	}
+}
+
+// A global flag given after the command, on any command, is refused in one
+// line that says where it goes, with the value as it was given.
+func TestGlobalFlagAfterTheCommandSaysWhereItGoes(t *testing.T) {
+	for _, cmd := range newApp().Commands {
+		for _, c := range []struct{ args, want string }{
+			{"--log-format json", "--log-format is a global flag, given before the command: statefs --log-format json " + cmd.Name + " ..."},
+			{"--log-format=text", "--log-format is a global flag, given before the command: statefs --log-format=text " + cmd.Name + " ..."},
+			{"--version", "--version is a global flag, given before any command: statefs --version"},
+			{"-v", "-v is a global flag, given before any command: statefs --version"},
+		} {
+			_, err := parse(t, cmd.Name, complete(cmd.Name, strings.Fields(c.args)...)...)
+			want := fmt.Sprintf("usage: %s (see 'statefs %s --help')", c.want, cmd.Name)
+			if err == nil || err.Error() != want {
+				t.Errorf("statefs %s %s: %v\nwant %s", cmd.Name, c.args, err, want)
+			}
+		}
+	}
+	_, err := parse(t, "mount", complete("mount", "--nonsense")...)
+	if want := "flag provided but not defined: -nonsense (see 'statefs mount --help')"; err == nil || err.Error() != want {
+		t.Errorf("statefs mount --nonsense: %v\nwant %s", err, want)
 	}
 }

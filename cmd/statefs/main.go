@@ -53,14 +53,16 @@ func newApp() *cli.App {
 	}
 	for _, cmd := range app.Commands {
 		cmd.Before = requireFlags
+		cmd.OnUsageError = usageError
 	}
 	return app
 }
 
 // usageError turns urfave/cli's complaint about flags into one plain line
-// instead of the help page.
+// instead of the help page, saying how to put it right where it can
+// (explainFlagError). newApp sets it on every command.
 func usageError(c *cli.Context, err error, isSubcommand bool) error {
-	return fmt.Errorf("%w (see 'statefs %s --help')", err, c.Command.Name)
+	return fmt.Errorf("%w (see 'statefs %s --help')", explainFlagError(c, err), c.Command.Name)
 }
 
 // oneLine keeps an error message on one line.
