@@ -228,6 +228,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"a Flink URL that is not a list", `collector: {flinkURLs: http://flink-jobmanager:8081}`, "/collector/flinkURLs"},
 		{"hold deletes as a string", `holdDeletes: "yes"`, "/holdDeletes"},
 		{"a size the daemon cannot read", `readCache: lots`, "/readCache"},
+		{"a size without a unit", `memoryLimit: "256"`, "/memoryLimit"},
 		{"a log format the daemon does not know", `logFormat: yaml`, "/logFormat"},
 		{"a misspelt value", `holdDelete: true`, "holdDelete"},
 		{"a misspelt nested value", `node: {nodeSelectors: {disk: ssd}}`, "nodeSelectors"},

@@ -27,7 +27,7 @@ func scrubCommand() *cli.Command {
 			storeFlag(),
 			bytesFlag(),
 			jsonFlag(),
-			&cli.StringFlag{Name: "max-rate", Value: "0", Usage: "read at most `SIZE` of chunks and objects a second, e.g. 100MiB (0: as fast as the disk gives them)"},
+			sizeFlag(&cli.StringFlag{Name: "max-rate", Value: "0", Usage: "read at most `SIZE` of chunks and objects a second, e.g. 100MiB (0: as fast as the disk gives them)"}),
 		},
 		OnUsageError: usageError,
 		Action:       runScrub,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,12 +81,25 @@ func rulesOf(c *cli.Context) (*owner.Rules, error) {
 	return rules, nil
 }
 
+// sizeFlag is f, a flag whose value is a SIZE that sizeOf reads, with its
+// usage saying that a SIZE takes a unit.
+func sizeFlag(f *cli.StringFlag) *cli.StringFlag {
+	f.Usage += "; a SIZE takes a unit, as in 64KiB, 32MiB or 1GB (a bare number only as 0)"
+	return f
+}
+
 // sizeOf reads the size flag name, such as 32MiB; example is one the error
-// line offers.
+// line offers. A bare number other than 0 is refused: every size statefs
+// takes is KiB at the least, so --max-rate 100 is surely not meant as 100
+// bytes a second, and 0 (none, or no limit) needs no unit.
 func sizeOf(c *cli.Context, name, example string) (int64, error) {
-	v, err := humanize.ParseBytes(c.String(name))
+	given := c.String(name)
+	v, err := humanize.ParseBytes(given)
 	if err != nil || v > math.MaxInt64 {
-		return 0, fmt.Errorf("%w: --%s %q is not a size such as %s", errUsage, name, c.String(name), example)
+		return 0, fmt.Errorf("%w: --%s %q is not a size such as %s", errUsage, name, given, example)
+	}
+	if n, err := strconv.ParseFloat(strings.TrimSpace(given), 64); err == nil && n != 0 {
+		return 0, fmt.Errorf("%w: --%s %q: a size needs a unit, e.g. %sMiB (%sB if bytes are meant)", errUsage, name, given, strings.TrimSpace(given), strings.TrimSpace(given))
 	}
 	return int64(v), nil
 }

@@ -347,3 +347,39 @@ func TestGlobalFlagAfterTheCommandSaysWhereItGoes(t *testing.T) {
 		t.Errorf("statefs mount --nonsense: %v\nwant %s", err, want)
 	}
 }
+
+// A size given as a bare number other than 0, on any size flag (SIZE in its
+// usage), is refused in one line that asks for a unit; 0 and a size with a
+// unit are read, and --help says a SIZE takes a unit.
+func TestSizeWithoutUnitIsRefused(t *testing.T) {
+	sizes := 0
+	for _, cmd := range newApp().Commands {
+		for _, f := range cmd.Flags {
+			sf, ok := f.(*cli.StringFlag)
+			if !ok || !strings.Contains(sf.Usage, "`SIZE`") {
+				continue
+			}
+			sizes++
+			if !strings.Contains(sf.Usage, "a SIZE takes a unit") {
+				t.Errorf("statefs %s --%s: its usage does not say a SIZE takes a unit: %q", cmd.Name, sf.Name, sf.Usage)
+			}
+			if optionsOf[cmd.Name] == nil {
+				t.Errorf("statefs %s --%s: add the command to optionsOf to check its sizes", cmd.Name, sf.Name)
+				continue
+			}
+			_, err := parse(t, cmd.Name, complete(cmd.Name, "--"+sf.Name, "100")...)
+			want := fmt.Sprintf(`usage: --%s "100": a size needs a unit, e.g. 100MiB (100B if bytes are meant)`, sf.Name)
+			if err == nil || err.Error() != want {
+				t.Errorf("statefs %s --%s 100: %v\nwant %s", cmd.Name, sf.Name, err, want)
+			}
+			for _, ok := range []string{"0", "100B", "4KiB", "1.5 MB"} {
+				if _, err := parse(t, cmd.Name, complete(cmd.Name, "--"+sf.Name, ok)...); err != nil {
+					t.Errorf("statefs %s --%s %s: %v", cmd.Name, sf.Name, ok, err)
+				}
+			}
+		}
+	}
+	if sizes < 5 {
+		t.Fatalf("%d size flags found, want at least mount's --read-ahead, --read-cache, --memory-limit, --scrub-rate and scrub's --max-rate", sizes)
+	}
+}
