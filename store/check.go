@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/statefs/statefs/cas"
 	"github.com/statefs/statefs/index"
@@ -90,6 +92,43 @@ func OpenForRepair(dir string) (*Store, error) {
 	return s, nil
 }
 
+// Stat checks, without opening or changing anything, that dir holds a
+// store: its FORMAT file is there. Its error tells a missing directory, a
+// directory without FORMAT and one the caller may not read apart: a user
+// who runs a command on a store only its owner may read (the daemon's,
+// 0700 and root's) is told so, with the path, rather than that there is no
+// store.
+func Stat(dir string) error {
+	path := filepath.Join(dir, "FORMAT")
+	_, err := os.Stat(path)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("cannot read store %s: permission denied on %s%s", dir, path, ownerOf(dir))
+	case errors.Is(err, fs.ErrNotExist):
+		if _, derr := os.Stat(dir); errors.Is(derr, fs.ErrNotExist) {
+			return fmt.Errorf("%s is not a statefs store (no such directory)", dir)
+		}
+		return fmt.Errorf("%s is not a statefs store (no FORMAT file)", dir)
+	}
+	return fmt.Errorf("store %s: %w", dir, err)
+}
+
+// ownerOf says who owns dir and its mode, for an error that permissions
+// caused, or nothing if even that cannot be read.
+func ownerOf(dir string) string {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" (%s is owned by uid %d, mode %04o)", dir, st.Uid, fi.Mode().Perm())
+}
+
 // existingStore returns the absolute path of dir if it holds a store this
 // statefs reads (a version 1 store is read as it is: its chunk files still
 // read), without creating or changing anything.
@@ -98,8 +137,8 @@ func existingStore(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
-		return "", fmt.Errorf("%s is not a statefs store (no FORMAT file)", dir)
+	if err := Stat(dir); err != nil {
+		return "", err
 	}
 	if _, err := checkFormat(dir); err != nil {
 		return "", err

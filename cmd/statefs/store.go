@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -36,8 +34,8 @@ func readStore(c *cli.Context, offline func(*store.Store) error, daemon func(*co
 
 func withStore(c *cli.Context, open func(string) (*store.Store, error), offline func(*store.Store) error, daemon func(*control.Client) error) error {
 	dir := c.String("store")
-	if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
-		return fmt.Errorf("%s is not a statefs store (no FORMAT file)", dir)
+	if err := store.Stat(dir); err != nil {
+		return err
 	}
 	s, err := open(dir)
 	if errors.Is(err, store.ErrInUse) {
