@@ -89,16 +89,45 @@ func releaseBelow(i int, reserve int64) int64 {
 	return reserve / 32
 }
 
-// diskSpace is the free and total bytes of the filesystem holding dir, as
-// root counts them (the daemon, and the kernel writing through passthrough
-// on its behalf, may use the blocks ext4 keeps for root).
-func diskSpace(dir string) (free, total int64, err error) {
+// disk is what statfs says of the filesystem holding a store.
+//
+// The reserve's decisions count the space free as root counts it (free):
+// the daemon runs as root, and its writes, badger's through its mappings and
+// the kernel's through passthrough on the daemon's behalf, may use the
+// blocks ext4 keeps for root, so that is the room badger really has. People
+// read the space other users have (avail), which df shows as Avail and
+// statefs_disk_free_bytes gives; the log says both (attrs), so that its
+// "free" is df's number and "free_to_root" the one the reserve went by.
+type disk struct {
+	free  int64 // bytes free to root (f_bfree)
+	avail int64 // bytes free to other users (f_bavail), as df shows them
+	total int64
+}
+
+func diskOf(st *unix.Statfs_t) disk {
+	return disk{free: int64(st.Bfree) * st.Bsize, avail: int64(st.Bavail) * st.Bsize, total: int64(st.Blocks) * st.Bsize}
+}
+
+// diskSpace is the space of the filesystem holding dir.
+func diskSpace(dir string) (disk, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, 0, err
+		return disk{}, err
 	}
-	return int64(st.Bfree) * st.Bsize, int64(st.Blocks) * st.Bsize, nil
+	return diskOf(&st), nil
 }
+
+// grown is d after n more bytes are free (n < 0: taken), to root and to
+// other users alike.
+func (d disk) grown(n int64) disk {
+	d.free += n
+	d.avail += n
+	return d
+}
+
+// attrs are the log attributes of d's free space: free as df shows it,
+// free_to_root as the reserve counts it.
+func (d disk) attrs() []any { return []any{"free", d.avail, "free_to_root", d.free} }
 
 // spaceKeeper runs the two measures for an open store.
 type spaceKeeper struct {
@@ -143,17 +172,17 @@ func (k *spaceKeeper) isFull() bool {
 // old one), before any keeper runs. Nothing else writes yet, so the free
 // space is settled.
 func releaseReserveIfFull(dir string) {
-	if free, total, err := diskSpace(dir); err == nil {
-		releaseReserve(dir, free, reserveSize(total), true)
+	if d, err := diskSpace(dir); err == nil {
+		releaseReserve(dir, d, reserveSize(d.total), true)
 	}
 }
 
 // releaseReserve removes the reserve files whose threshold the free space
-// is below, the second only once the free space has settled, and returns
-// the free space after.
-func releaseReserve(dir string, free, size int64, settled bool) int64 {
+// of d is below, the second only once the free space has settled, and
+// returns the disk after.
+func releaseReserve(dir string, d disk, size int64, settled bool) disk {
 	for i, name := range ReserveNames {
-		if free >= releaseBelow(i, size) || i == 1 && !settled {
+		if d.free >= releaseBelow(i, size) || i == 1 && !settled {
 			continue
 		}
 		path := filepath.Join(dir, name)
@@ -165,10 +194,10 @@ func releaseReserve(dir string, free, size int64, settled bool) int64 {
 			slog.Error("cannot release the disk reserve", "file", path, "err", err)
 			continue
 		}
-		slog.Warn("disk nearly full: released the reserve for the index", "file", path, "free_before", free, "released", fi.Size())
-		free += fi.Size()
+		slog.Warn("disk nearly full: released the reserve for the index", append([]any{"file", path, "released", fi.Size()}, d.attrs()...)...)
+		d = d.grown(fi.Size())
 	}
-	return free
+	return d
 }
 
 // keepSpace allocates the index's log files and starts the keeper; Close
@@ -207,22 +236,22 @@ func (k *spaceKeeper) tick(now time.Time) {
 	defer k.mu.Unlock()
 	k.ticked.Store(now.UnixNano())
 	k.allocateLogs()
-	free, total, err := diskSpace(k.dir)
+	d, err := diskSpace(k.dir)
 	if err != nil {
 		return
 	}
-	if k.fell.IsZero() || free < k.free {
+	if k.fell.IsZero() || d.free < k.free {
 		k.fell = now
 	}
-	defer func() { k.free = free }() // after what this tick releases or makes
-	size := reserveSize(total)
-	free = releaseReserve(k.dir, free, size, now.Sub(k.fell) >= settle)
-	if free < 2*size || size < 2 {
+	defer func() { k.free = d.free }() // after what this tick releases or makes
+	size := reserveSize(d.total)
+	d = releaseReserve(k.dir, d, size, now.Sub(k.fell) >= settle)
+	if d.free < 2*size || size < 2 {
 		_, err := os.Lstat(filepath.Join(k.dir, ReserveNames[1]))
-		k.setFull(size >= 2 && errors.Is(err, os.ErrNotExist), free, size)
+		k.setFull(size >= 2 && errors.Is(err, os.ErrNotExist), d, size)
 		return
 	}
-	k.setFull(false, free, size)
+	k.setFull(false, d, size)
 	for _, name := range ReserveNames {
 		path := filepath.Join(k.dir, name)
 		if _, err := os.Lstat(path); err == nil {
@@ -232,21 +261,21 @@ func (k *spaceKeeper) tick(now time.Time) {
 			k.warnOnce.Do(func() { slog.Warn("cannot make the disk reserve", "file", path, "err", err) })
 			return
 		}
-		free -= size / 2
-		slog.Info("made the disk reserve", "file", path, "bytes", size/2, "free", free)
+		d = d.grown(-size / 2)
+		slog.Info("made the disk reserve", append([]any{"file", path, "bytes", size / 2}, d.attrs()...)...)
 	}
 }
 
 // setFull records whether the disk is full, and logs when that changes.
-func (k *spaceKeeper) setFull(full bool, free, size int64) {
+func (k *spaceKeeper) setFull(full bool, d disk, size int64) {
 	if k.full.Swap(full) == full {
 		return
 	}
 	if full {
-		slog.Warn("disk full: new files, writable opens and growth get ENOSPC until twice the reserve is free",
-			"free", free, "needed", 2*size)
+		slog.Warn("disk full: new files, writable opens and growth get ENOSPC until twice the reserve is free to root",
+			append(d.attrs(), "needed", 2*size)...)
 	} else {
-		slog.Info("disk has room again: new content is taken", "free", free)
+		slog.Info("disk has room again: new content is taken", d.attrs()...)
 	}
 }
 
@@ -338,12 +367,12 @@ func (s *Store) Reserved() int64 {
 // the reserve free: the daemon's own writes (seals) never make the keeper
 // release the reserve.
 func (s *Store) roomFor(n int64) error {
-	free, total, err := diskSpace(s.Dir)
+	d, err := diskSpace(s.Dir)
 	if err != nil {
 		return err
 	}
-	if keep := releaseBelow(0, reserveSize(total)); free-n < keep {
-		return fmt.Errorf("%w: %d bytes free, %d needed and %d kept for the index", syscall.ENOSPC, free, n, keep)
+	if keep := releaseBelow(0, reserveSize(d.total)); d.free-n < keep {
+		return fmt.Errorf("%w: %d bytes free to root, %d needed and %d kept for the index", syscall.ENOSPC, d.free, n, keep)
 	}
 	return nil
 }

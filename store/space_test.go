@@ -1,9 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -117,5 +121,36 @@ func writeUntilFull(t *testing.T, path string, size int) {
 			}
 			t.Fatalf("filling %s: %v", path, err)
 		}
+	}
+}
+
+// The reserve goes by the space free to root (the daemon's writes may use
+// the blocks ext4 keeps for root), and its log gives as "free" the space df
+// shows (f_bavail, as statefs_disk_free_bytes) beside it, so that the log
+// and df agree.
+func TestReserveLogsTheSpaceDfShows(t *testing.T) {
+	const block = 4096
+	d := diskOf(&unix.Statfs_t{Bsize: block, Blocks: 1 << 20, Bfree: 1000, Bavail: 10})
+	if d.free != 1000*block || d.avail != 10*block || d.total != (1<<20)*block {
+		t.Fatalf("statfs of 1000 blocks free, 10 available and 2^20 in all reads as %+v", d)
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ReserveNames[0]), make([]byte, block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	size := int64(2048 * block) // a reserve whose first half goes below 1024 blocks free to root
+	after := releaseReserve(dir, d, size, false)
+	if _, err := os.Lstat(filepath.Join(dir, ReserveNames[0])); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("1000 blocks free to root, below half a reserve of 2048: the first reserve file stayed (%v)", err)
+	}
+	if want := (disk{free: 1001 * block, avail: 11 * block, total: d.total}); after != want {
+		t.Errorf("after releasing one block: %+v, want %+v", after, want)
+	}
+	if want := fmt.Sprintf("released=%d free=%d free_to_root=%d", block, 10*block, 1000*block); !strings.Contains(logged.String(), want) {
+		t.Errorf("the release logged %q, want it to say %s", logged.String(), want)
 	}
 }
