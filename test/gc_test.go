@@ -410,7 +410,8 @@ func TestGCUnansweredIsNotOK(t *testing.T) {
 
 // The operator's word shows in statefs jobs as soon as it is said, and a
 // withdrawn word is gone from it: a withdrawn "gone" collects nothing.
-// Beside it, jobs says what each job's state takes of the disk, as du does.
+// Beside it, jobs says what each job's state takes of the disk, as du does,
+// in the table and in --json, offline and through the daemon.
 func TestJobVerdictShowsAndWithdraws(t *testing.T) {
 	m := mountFS(t)
 	files := flinkTree(t, m, jobGone, 130)
@@ -422,6 +423,7 @@ func TestJobVerdictShowsAndWithdraws(t *testing.T) {
 	require.Positive(t, du.Groups[i].PhysicalBytes)
 	require.Regexp(t, fmt.Sprintf(`(?m)^%s .* %d +$`, jobGone, du.Groups[i].PhysicalBytes), mustCLI(t, "jobs", "--store", m.Store, "--bytes"))
 	require.Regexp(t, `(?m)^`+jobGone+` .* [0-9.]+ [KM]iB +$`, mustCLI(t, "jobs", "--store", m.Store))
+	requireJobDiskBytes(t, m, du.Groups[i].PhysicalBytes)
 	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
 	require.Regexp(t, jobGone+` +unknown +- +gone at `, mustCLI(t, "jobs", "--store", m.Store))
 	mustCLI(t, "job", "--store", m.Store, "withdraw", jobGone)
@@ -430,4 +432,23 @@ func TestJobVerdictShowsAndWithdraws(t *testing.T) {
 	require.NotContains(t, out, "removed job "+jobGone)
 	m.Start()
 	requireTree(t, m, files, true)
+	cliJSON(t, &du, "du", "--store", m.Store, "--json")
+	i = slices.IndexFunc(du.Groups, func(g store.GroupUsage) bool { return g.Group == jobGone })
+	require.GreaterOrEqual(t, i, 0, "du through the daemon lists no job %s: %+v", jobGone, du.Groups)
+	requireJobDiskBytes(t, m, du.Groups[i].PhysicalBytes)
+}
+
+// requireJobDiskBytes checks that statefs jobs --json gives jobGone's share
+// of the disk as want.
+func requireJobDiskBytes(t *testing.T, m *Mount, want int64) {
+	t.Helper()
+	var jobs []struct {
+		ID        string `json:"id"`
+		DiskBytes *int64 `json:"disk_bytes"`
+	}
+	cliJSON(t, &jobs, "jobs", "--store", m.Store, "--json")
+	require.Len(t, jobs, 1)
+	require.Equal(t, jobGone, jobs[0].ID)
+	require.NotNil(t, jobs[0].DiskBytes, "statefs jobs --json gives no disk_bytes")
+	require.Equal(t, want, *jobs[0].DiskBytes, "statefs jobs --json's disk_bytes, want du's physical bytes")
 }

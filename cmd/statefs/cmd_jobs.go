@@ -27,14 +27,14 @@ func jobsCommand() *cli.Command {
 			var du *store.DiskUsage // by job: what each job's state takes
 			err := readStore(c,
 				func(s *store.Store) (err error) {
-					if jobs, err = s.Jobs(); err != nil || c.Bool("json") {
+					if jobs, err = s.Jobs(); err != nil {
 						return err
 					}
 					du, err = s.DU(store.ByJob)
 					return err
 				},
 				func(d *control.Client) (err error) {
-					if jobs, err = d.Jobs(c.Context); err != nil || c.Bool("json") {
+					if jobs, err = d.Jobs(c.Context); err != nil {
 						return err
 					}
 					du, err = d.DU(c.Context, store.ByJob)
@@ -43,17 +43,18 @@ func jobsCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if c.Bool("json") {
-				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
-				if jobs == nil {
-					jobs = []*index.Job{} // an empty list, not null
-				}
-				return enc.Encode(jobs)
-			}
 			disk := map[string]int64{} // each job's share of the disk, as du counts it
 			for _, g := range du.Groups {
 				disk[g.Group] = g.PhysicalBytes
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				printed := []printedJob{} // an empty list, not null
+				for _, j := range jobs {
+					printed = append(printed, printedJob{Job: j, DiskBytes: disk[j.ID]})
+				}
+				return enc.Encode(printed)
 			}
 			z := sizesOf(c)
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
@@ -78,4 +79,24 @@ func stamp(ns int64) string {
 		return "-"
 	}
 	return time.Unix(0, ns).UTC().Format(time.RFC3339)
+}
+
+// printedJob is a job as statefs jobs --json prints it: its record, and
+// its share of the disk as the table's DISK and du count it.
+type printedJob struct {
+	*index.Job
+	DiskBytes int64
+}
+
+// MarshalJSON is the record's JSON with "disk_bytes" last: the record's
+// own MarshalJSON, which the embedding would promote, knows no disk.
+func (p printedJob) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(p.Job)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 2 || b[len(b)-1] != '}' {
+		return nil, fmt.Errorf("job %s: its record's JSON is no object: %s", p.ID, b)
+	}
+	return fmt.Appendf(b[:len(b)-1], `,"disk_bytes":%d}`, p.DiskBytes), nil
 }
