@@ -84,6 +84,10 @@ func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
 			return nil, err
 		}
 		judged(j, v)
+		if j.Gone() {
+			v.Since = time.Unix(0, j.Since).UTC()
+			v.CollectableAt = v.Since.Add(c.Grace)
+		}
 		records[j.ID] = j
 		p.Verdicts = append(p.Verdicts, v)
 	}

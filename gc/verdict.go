@@ -17,11 +17,18 @@ import (
 // 404, SUSPENDED, the operator's silence). A combined verdict has one when
 // it is Unknown and an oracle failed: no oracle could say, and the
 // collector is not doing its work for that job.
+//
+// A plan's gone verdicts (Plan.Verdicts) say when gone began to hold
+// without a break (Since) and when the grace period after it ends
+// (CollectableAt): the first run from then on collects the job, so a job
+// gone for less than the grace period shows why it stays.
 type JobVerdict struct {
-	Job      string        `json:"job"`
-	Verdict  index.Verdict `json:"verdict"`
-	Evidence string        `json:"evidence"`
-	Oracle   string        `json:"oracle"`
-	At       time.Time     `json:"at"`
-	Failure  string        `json:"failure,omitempty"`
+	Job           string        `json:"job"`
+	Verdict       index.Verdict `json:"verdict"`
+	Evidence      string        `json:"evidence"`
+	Oracle        string        `json:"oracle"`
+	At            time.Time     `json:"at"`
+	Failure       string        `json:"failure,omitempty"`
+	Since         time.Time     `json:"since,omitzero"`
+	CollectableAt time.Time     `json:"collectable_at,omitzero"`
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/store"
 )
 
@@ -451,4 +453,34 @@ func requireJobDiskBytes(t *testing.T, m *Mount, want int64) {
 	require.Equal(t, jobGone, jobs[0].ID)
 	require.NotNil(t, jobs[0].DiskBytes, "statefs jobs --json gives no disk_bytes")
 	require.Equal(t, want, *jobs[0].DiskBytes, "statefs jobs --json's disk_bytes, want du's physical bytes")
+}
+
+// A dry run says of a gone job within its grace period why it stays: since
+// when it has been gone, and from when the grace period lets it go, in the
+// table and in --json.
+func TestGCDryRunSaysWhenAGoneJobIsCollectable(t *testing.T) {
+	m := mountFS(t)
+	files := flinkTree(t, m, jobGone, 140)
+	m.Unmount()
+	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+
+	var r gc.Report
+	cliJSON(t, &r, "gc", "--store", m.Store, "--gc-grace", "1h", "--dry-run", "--json")
+	require.Len(t, r.Verdicts, 1)
+	v := r.Verdicts[0]
+	require.Equal(t, index.VerdictGone, v.Verdict)
+	require.False(t, v.Since.IsZero(), "a gone verdict without since: %+v", v)
+	require.Equal(t, v.Since.Add(time.Hour), v.CollectableAt, "collectable_at, want since + --gc-grace")
+	require.Empty(t, r.Collected)
+
+	out := mustCLI(t, "gc", "--store", m.Store, "--gc-grace", "1h", "--dry-run")
+	require.Contains(t, out, fmt.Sprintf("job %s: gone (%s); gone since %s, collectable after %s (--gc-grace 1h0m0s)\n",
+		jobGone, v.Evidence, v.Since.Format(time.RFC3339), v.CollectableAt.Format(time.RFC3339)))
+
+	// Past the grace period the job is collected, and the line says no more.
+	out = mustCLI(t, "gc", "--store", m.Store, "--gc-grace", "0s", "--dry-run")
+	require.Contains(t, out, "would remove job "+jobGone)
+	require.NotContains(t, out, "collectable after")
+	m.Start()
+	requireTree(t, m, files, true)
 }

@@ -125,8 +125,20 @@ func runGC(c *cli.Context) error {
 	if req.DryRun {
 		verb = "would remove"
 	}
+	collected := map[string]bool{}
+	for _, cand := range report.Collected {
+		if cand.Executor == "" {
+			collected[cand.Job.ID] = true
+		}
+	}
 	for _, v := range report.Verdicts {
-		fmt.Fprintf(c.App.Writer, "job %s: %s (%s)\n", v.Job, v.Verdict, v.Evidence)
+		fmt.Fprintf(c.App.Writer, "job %s: %s (%s)", v.Job, v.Verdict, v.Evidence)
+		// A gone job that stays is within its grace period: say until when.
+		if !v.CollectableAt.IsZero() && !collected[v.Job] {
+			fmt.Fprintf(c.App.Writer, "; gone since %s, collectable after %s (--gc-grace %s)",
+				v.Since.Format(time.RFC3339), v.CollectableAt.Format(time.RFC3339), req.Grace)
+		}
+		fmt.Fprintln(c.App.Writer)
 	}
 	z := sizesOf(c)
 	for _, cand := range report.Collected {
