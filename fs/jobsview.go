@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -174,14 +175,23 @@ func (d *viewDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	shortLived(out)
 	if len(d.path) == 1 && name == "status.json" {
 		job := d.path[0]
-		out.Ino, out.Mode, out.Nlink = d.ino+1, syscall.S_IFREG|0o444, 1
-		return d.NewInode(ctx, &statusFile{ino: d.ino + 1, render: func() (any, error) {
+		read := func() (*index.Job, error) {
 			var j *index.Job
-			return j, d.fs.store.Index.View(func(tx *index.Tx) (err error) {
+			err := d.fs.store.Index.View(func(tx *index.Tx) (err error) {
 				j, err = tx.Job(job)
 				return err
 			})
-		}}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: d.ino + 1}), 0
+			return j, err
+		}
+		file := &statusFile{ino: d.ino + 1, render: func() (any, error) { return read() }, changed: func() time.Time {
+			j, err := read()
+			if err != nil {
+				return time.Now()
+			}
+			return jobChanged(j)
+		}}
+		file.attr(&out.Attr)
+		return d.NewInode(ctx, file, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: d.ino + 1}), 0
 	}
 	es, err := d.entries()
 	if err != nil {
@@ -201,4 +211,10 @@ func (d *viewDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return d.NewInode(ctx, &gofs.MemSymlink{Data: []byte(e.target), Attr: out.Attr}, gofs.StableAttr{Mode: syscall.S_IFLNK, Ino: ino}), 0
 	}
 	return nil, syscall.ENOENT
+}
+
+// jobChanged is when the record of j last changed: a write of the job's
+// state, a verdict that began or was confirmed, the operator's word.
+func jobChanged(j *index.Job) time.Time {
+	return time.Unix(0, max(j.FirstWrite, j.LastWrite, j.Since, j.CheckedAt, j.OperatorAt))
 }

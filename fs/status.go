@@ -113,6 +113,9 @@ type statusFile struct {
 	readOnly
 	ino    uint64
 	render func() (any, error)
+	// changed is when what the view shows last changed, its mtime (and
+	// ctime); nil: now, for a view of the daemon's state as it is.
+	changed func() time.Time
 }
 
 var (
@@ -131,13 +134,22 @@ func (s *statusFile) bytes() ([]byte, error) {
 }
 
 func (s *statusFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	// The size is not rendered here: stats.json scans the store, and ls -l
-	// should not. Reads are direct, so cat reads past it.
-	out.Ino, out.Mode, out.Nlink = s.ino, syscall.S_IFREG|0o444, 1
+	s.attr(&out.Attr)
 	out.SetTimeout(viewTimeout)
-	now := time.Now()
-	out.SetTimes(&now, &now, &now)
 	return 0
+}
+
+// attr is the view's attributes, which its lookup answers too. The size is
+// not rendered here: stats.json scans the store, and ls -l should not.
+// Reads are direct, so cat reads past it.
+func (s *statusFile) attr(a *fuse.Attr) {
+	a.Ino, a.Mode, a.Nlink = s.ino, syscall.S_IFREG|0o444, 1
+	now := time.Now()
+	t := now
+	if s.changed != nil {
+		t = s.changed()
+	}
+	a.SetTimes(&now, &t, &t)
 }
 
 // statusSnapshot is an open status.json: the state when it was opened.

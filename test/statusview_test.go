@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -143,4 +144,27 @@ func TestInventoryView(t *testing.T) {
 	viaView := lstatOf(t, filepath.Join(view, "chk_8", "rocks", "000012.sst"))
 	require.Equal(t, lstatOf(t, m.Path(sst)).Ino, viaView.Ino, "the view shows the same inode, not a copy")
 	requireContent(t, filepath.Join(view, "chk_7", "_task_state_snapshot"), files[snapshot])
+}
+
+// The views' files have times that mean something: a job's status.json the
+// time its record last changed, the others now; none the epoch.
+func TestViewTimes(t *testing.T) {
+	start := time.Now().Truncate(time.Second)
+	m := mountFS(t)
+	flinkTree(t, m, jobGone, 150)
+	waitAllSealed(t, m)
+	for _, view := range [][]string{{"jobs", jobGone, "status.json"}, {"status.json"}, {"jobs.json"}} {
+		fi, err := os.Stat(m.Path(append([]string{".statefs"}, view...)...))
+		require.NoError(t, err)
+		if mtime := fi.ModTime(); mtime.Before(start) || mtime.After(time.Now()) {
+			t.Errorf(".statefs/%s has mtime %v, want between the test's start %v and now", filepath.Join(view...), mtime, start)
+		}
+	}
+	var job struct {
+		LastWrite time.Time `json:"last_write"`
+	}
+	require.NoError(t, json.Unmarshal(fileBytes(t, m.Path(".statefs", "jobs", jobGone, "status.json")), &job))
+	fi, err := os.Stat(m.Path(".statefs", "jobs", jobGone, "status.json"))
+	require.NoError(t, err)
+	require.WithinDuration(t, job.LastWrite, fi.ModTime(), 0, "a job's status.json's mtime, want its record's last change (its last write here)")
 }
