@@ -259,6 +259,17 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 		values        string
 		want          string // in one of the failures
 	}{
+		{
+			name:     "the node daemon lets only root use its mount",
+			template: "templates/_helpers.tpl", old: `{{- $args = append $args "--allow-other" -}}`, new: "",
+			want: "--allow-other",
+		},
+		{
+			name:     "the sidecar lets only root use its mount",
+			template: "templates/_helpers.tpl", old: `{{- $args = append $args "--allow-other" -}}`, new: "",
+			values: "mode: sidecar\nexamples: {sidecarStatefulSet: {enabled: true}}",
+			want:   "--allow-other",
+		},
 		{name: "holdDeletes off", values: `holdDeletes: false`, want: "--hold-deletes"},
 		{name: "holdDeletes off in the sidecar", values: "mode: sidecar\nholdDeletes: false\nexamples: {flinkDeployment: {enabled: true}}", want: "--hold-deletes"},
 		{

@@ -573,6 +573,9 @@ func checkDaemon(r *report, spec *corev1.PodSpec, daemon *corev1.Container, v *c
 	if !privileged(daemon) {
 		r.errorf("the daemon container must be privileged: it mounts")
 	}
+	if !slices.Contains(args, "--allow-other") {
+		r.errorf("the daemon mounts as root for TaskManagers that are not: --allow-other")
+	}
 	if !slices.Contains(args, "--hold-deletes") {
 		r.errorf("the daemon must hold deletes (--hold-deletes): Flink removes the local state a restarted TaskManager would use")
 	}
@@ -831,9 +834,6 @@ func checkTaskManagerSidecar(r *report, tmpl *corev1.PodTemplateSpec, claims []s
 	}
 	if store != v.Sidecar.StorePath || mnt != v.Sidecar.MountPath {
 		r.errorf("the sidecar's store %s and mountpoint %s, the values say %s and %s", store, mnt, v.Sidecar.StorePath, v.Sidecar.MountPath)
-	}
-	if !slices.Contains(mountArgs(sidecar.Args), "--allow-other") {
-		r.errorf("the daemon mounts as root for a TaskManager that is not: --allow-other")
 	}
 	storeVolume := mountAt(sidecar, store)
 	if storeVolume == nil {

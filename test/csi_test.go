@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +20,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // csiPlugin is one running `statefs csi` serving the volumes of a Mount.
@@ -278,4 +283,76 @@ func requireVolumeHolds(t testing.TB, dir string, names ...string) {
 	got, err := readDirNames(dir)
 	require.NoError(t, err)
 	require.ElementsMatch(t, names, got, "%s holds only its own volume's files", dir)
+}
+
+// flinkUser is the user and group Flink's image runs Flink as.
+const flinkUser = 9999
+
+// A TaskManager that does not run as root (Flink's image runs it as 9999)
+// writes and reads its volume, on a daemon started with the flags the node
+// DaemonSet gives it: without --allow-other, FUSE refuses every user but
+// the one that mounted, whatever the modes say.
+func TestCSIVolumeServesANonRootTaskManager(t *testing.T) {
+	m := mountFS(t, nodeDaemonFlags(t)...)
+	pods := t.TempDir()
+	t.Cleanup(func() { detachAllUnder(t, pods) })
+	p := startCSI(t, m)
+
+	// The kubelet passes the pod's fsGroup (fsGroupPolicy File), as the
+	// CSI example's pod sets it.
+	target := filepath.Join(pods, "tm-0", "vol")
+	require.NoError(t, os.Mkdir(filepath.Dir(target), 0o750))
+	req := mountRequest("csi-9f1c", target, map[string]string{
+		"csi.storage.k8s.io/ephemeral": "true", "csi.storage.k8s.io/pod.name": "flink-taskmanager-0",
+	})
+	req.VolumeCapability.GetMount().VolumeMountGroup = strconv.Itoa(flinkUser)
+	_, err := p.NodePublishVolume(context.Background(), req)
+	require.NoError(t, err)
+	openUp(t, target)
+
+	tm := exec.Command("sh", "-c", `set -e
+mkdir -p "$1/tm_flink-taskmanager-0/blobStorage"
+echo state > "$1/tm_flink-taskmanager-0/blobStorage/blob"
+cat "$1/tm_flink-taskmanager-0/blobStorage/blob"
+ls "$1"`, "sh", target)
+	tm.Dir = "/"
+	tm.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: flinkUser, Gid: flinkUser}}
+	out, err := tm.CombinedOutput()
+	require.NoError(t, err, "the TaskManager as uid %d on a daemon run as `statefs mount %s`: %s",
+		flinkUser, strings.Join(m.Args, " "), out)
+	require.Equal(t, "state\ntm_flink-taskmanager-0\n", string(out))
+	requireContent(t, m.Path("volumes", "flink-taskmanager-0", "tm_flink-taskmanager-0", "blobStorage", "blob"), []byte("state\n"))
+	_, err = p.NodeUnpublishVolume(context.Background(), &spec.NodeUnpublishVolumeRequest{VolumeId: "csi-9f1c", TargetPath: target})
+	require.NoError(t, err)
+}
+
+// nodeDaemonFlags are the flags of statefs mount in the node DaemonSet's
+// daemon container, as the plain manifest has them (the chart's rendering,
+// held to it in deploy/), less the store, the metrics address and the
+// mountpoint, which are the node's and which the test gives.
+func nodeDaemonFlags(t *testing.T) []string {
+	t.Helper()
+	const manifest = "../deploy/kubernetes/daemonset.yaml"
+	b, err := os.ReadFile(manifest)
+	require.NoError(t, err)
+	var ds appsv1.DaemonSet
+	require.NoError(t, yaml.UnmarshalStrict(b, &ds), manifest)
+	i := slices.IndexFunc(ds.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "statefs" })
+	require.GreaterOrEqual(t, i, 0, "%s has no container statefs", manifest)
+	args := ds.Spec.Template.Spec.Containers[i].Args
+	cmd := slices.Index(args, "mount")
+	require.True(t, cmd >= 0 && len(args) > cmd+1, "%s: the daemon runs statefs %q, not statefs mount", manifest, args)
+	var flags []string
+	for _, a := range args[cmd+1 : len(args)-1] {
+		name, value, _ := strings.Cut(a, "=")
+		require.True(t, strings.HasPrefix(name, "--"), "%s: daemon argument %q is not a --flag or --flag=value", manifest, a)
+		switch {
+		case name == "--store" || name == "--metrics-addr":
+			continue
+		case strings.HasPrefix(value, "/"):
+			t.Fatalf("%s: daemon flag %s names a path of the node: the test must give it one of its own", manifest, a)
+		}
+		flags = append(flags, a)
+	}
+	return flags
 }

@@ -36,15 +36,17 @@ volumeClaimTemplates instead of statefs.sidecar.ephemeralStore.
 {{/*
 statefs.daemonArgs: the daemon's command line, a YAML list, one flag a line.
 Arguments: root (the chart's context), store and mnt (paths in the
-container), allowOther (whether --allow-other). A value that is empty leaves
-its flag out, so the daemon's default holds.
+container). A value that is empty leaves its flag out, so the daemon's
+default holds. --allow-other is always on: in either mode the TaskManager,
+which does not run as root, uses the mount that root makes, and the kernel
+checks every caller against the modes (default_permissions).
 */}}
 {{- define "statefs.daemonArgs" -}}
 {{- $v := .root.Values -}}
 {{- $args := list -}}
 {{- with $v.logFormat }}{{ $args = append $args (printf "--log-format=%s" .) }}{{ end -}}
 {{- $args = concat $args (list "mount" (printf "--store=%s" .store)) -}}
-{{- if .allowOther }}{{ $args = append $args "--allow-other" }}{{ end -}}
+{{- $args = append $args "--allow-other" -}}
 {{- $args = append $args (printf "--metrics-addr=:%d" (int $v.metricsPort)) -}}
 {{- with $v.readCache }}{{ $args = append $args (printf "--read-cache=%s" .) }}{{ end -}}
 {{- with $v.memoryLimit }}{{ $args = append $args (printf "--memory-limit=%s" .) }}{{ end -}}
@@ -117,7 +119,7 @@ with restartPolicy Always (Kubernetes 1.29 or later), a list item.
   # slot is freed and local-state roots when it shuts down; held, a
   # restarted TaskManager finds them (README, held deletes).
   args:
-    {{- include "statefs.daemonArgs" (dict "root" . "store" $s.storePath "mnt" $s.mountPath "allowOther" true) | nindent 4 }}
+    {{- include "statefs.daemonArgs" (dict "root" . "store" $s.storePath "mnt" $s.mountPath) | nindent 4 }}
   {{- with .Values.resources }}
   # The daemon's heap stays under --memory-limit (200 MiB by default);
   # badger's tables come on top, through memory maps.
