@@ -270,6 +270,22 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 			values: "mode: sidecar\nexamples: {sidecarStatefulSet: {enabled: true}}",
 			want:   "--allow-other",
 		},
+		{
+			name:     "the node daemon is restarted when its store takes no new files",
+			template: "templates/daemonset.yaml", old: "livenessProbe:\n            {{- include \"statefs.healthz\"", new: "livenessProbe:\n            {{- include \"statefs.readyz\"",
+			want: "daemon liveness probe: want GET /healthz",
+		},
+		{
+			name:     "the sidecar is restarted when its store takes no new files",
+			template: "templates/_helpers.tpl", old: "livenessProbe:\n    {{- include \"statefs.healthz\"", new: "livenessProbe:\n    {{- include \"statefs.readyz\"",
+			values: "mode: sidecar\nexamples: {sidecarStatefulSet: {enabled: true}}",
+			want:   "daemon liveness probe: want GET /healthz",
+		},
+		{
+			name:     "the node daemon's readiness ignores its store",
+			template: "templates/daemonset.yaml", old: "readinessProbe:\n            {{- include \"statefs.readyz\"", new: "readinessProbe:\n            {{- include \"statefs.healthz\"",
+			want: "daemon readiness probe: want GET /readyz",
+		},
 		{name: "holdDeletes off", values: `holdDeletes: false`, want: "--hold-deletes"},
 		{name: "holdDeletes off in the sidecar", values: "mode: sidecar\nholdDeletes: false\nexamples: {flinkDeployment: {enabled: true}}", want: "--hold-deletes"},
 		{

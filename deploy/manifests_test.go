@@ -545,7 +545,8 @@ func mountArgs(args []string) []string {
 
 // checkDaemon checks that container daemon of spec runs the image the
 // values name, statefs mount of a store with metrics on the values' port,
-// the port of its probes (the ones named, each a GET of /healthz), the
+// the port of its probes (the ones named: startup and liveness a GET of
+// /healthz, readiness of /readyz), the
 // collector's and caches' flags the values give, privileged, with
 // /dev/fuse and a mountpoint whose mount reaches the host, and returns the
 // store and the mountpoint (empty if the command line has none).
@@ -603,11 +604,15 @@ func checkDaemon(r *report, spec *corev1.PodSpec, daemon *corev1.Container, v *c
 	if req.Cpu().IsZero() || req.Memory().IsZero() || lim.Memory().IsZero() || lim.Memory().Cmp(*req.Memory()) < 0 {
 		r.errorf("daemon resources %+v: want CPU and memory requests and a memory limit at least the request", daemon.Resources)
 	}
+	// A probe that restarts the daemon asks for liveness only: a restart
+	// cannot make a read-only store writable, and costs every TaskManager
+	// on the mount its open files.
 	all := map[string]*corev1.Probe{"startup": daemon.StartupProbe, "liveness": daemon.LivenessProbe, "readiness": daemon.ReadinessProbe}
+	paths := map[string]string{"startup": "/healthz", "liveness": "/healthz", "readiness": "/readyz"}
 	for _, name := range probes {
 		probe := all[name]
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" {
-			r.errorf("daemon %s probe: want GET /healthz", name)
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != paths[name] {
+			r.errorf("daemon %s probe: want GET %s", name, paths[name])
 			continue
 		}
 		if port := containerPort(daemon, probe.HTTPGet.Port); ":"+strconv.Itoa(int(port)) != metrics {

@@ -53,7 +53,8 @@ const (
 var promqlParser = parser.NewParser(parser.Options{})
 
 // monitoringExported is every metric name a query may use: the families
-// the daemon's registry gathers (metrics.New on a real store), with a
+// the daemon's registry gathers (metrics.New on a real store, with what
+// metrics.NewServer adds), with a
 // histogram's _bucket, _sum and _count and a summary's _sum and _count,
 // and Prometheus's own `up`.
 func monitoringExported(t *testing.T) map[string]bool {
@@ -63,7 +64,9 @@ func monitoringExported(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	families, err := metrics.New(s).Registry.Gather()
+	m := metrics.New(s)
+	metrics.NewServer(m, &metrics.Health{Mountpoint: t.TempDir(), Store: s.Dir})
+	families, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatalf("gathering the daemon's metrics: %v", err)
 	}
@@ -475,6 +478,13 @@ statefs_disk_free_bytes{job="statefs",instance="a"} 90000000000-100000000x360`},
 statefs_disk_full{job="statefs",instance="a"} 0x10 1x30`},
 	{"StatefsDiskFull", "room", 40 * time.Minute, false, `
 statefs_disk_full{job="statefs",instance="a"} 0x40`},
+
+	{"StatefsStoreNotWritable", "read-only for ten minutes", 30 * time.Minute, true, `
+statefs_store_writable{job="statefs",instance="a"} 1x20 0x10`},
+	{"StatefsStoreNotWritable", "read-only for two minutes, writable again", 30 * time.Minute, false, `
+statefs_store_writable{job="statefs",instance="a"} 1x20 0x2 1x8`},
+	{"StatefsStoreNotWritable", "writable", 30 * time.Minute, false, `
+statefs_store_writable{job="statefs",instance="a"} 1x30`},
 
 	{"StatefsSealBacklogGrowing", "a file more every minute for eight hours", 8 * time.Hour, true, `
 statefs_seal_backlog_files{job="statefs",instance="a"} 10+1x480`},

@@ -248,11 +248,14 @@ func (errorLog) Println(v ...any) {
 	slog.Warn("serving metrics", "err", fmt.Sprint(v...))
 }
 
-// NewServer makes the daemon's operations endpoint: m on /metrics, h on
-// /healthz.
+// NewServer makes the daemon's operations endpoint: m on /metrics, with
+// h's statefs_store_writable added to m's registry; h's liveness on
+// /healthz and its readiness on /readyz.
 func NewServer(m *Metrics, h *Health) *http.Server {
+	m.Registry.MustRegister(h)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	mux.Handle("GET /healthz", h)
+	mux.Handle("GET /healthz", h.Liveness())
+	mux.Handle("GET /readyz", h.Readiness())
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }

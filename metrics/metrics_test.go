@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -526,6 +527,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 }
 
+// Both probes fail, with one line saying why, where no mount serves.
 func TestHealthOfADirectoryThatIsNoMount(t *testing.T) {
 	for _, c := range []struct {
 		name, mountpoint, want string
@@ -535,13 +537,66 @@ func TestHealthOfADirectoryThatIsNoMount(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := &Health{Mountpoint: c.mountpoint, Store: t.TempDir()}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-			body := strings.TrimSuffix(rec.Body.String(), "\n")
-			if rec.Code != http.StatusServiceUnavailable || !strings.Contains(body, c.want) || strings.Contains(body, "\n") {
-				t.Errorf("GET /healthz = %d %q, want 503 and one line saying %q", rec.Code, body, c.want)
+			for path, probe := range map[string]http.Handler{"/healthz": h.Liveness(), "/readyz": h.Readiness()} {
+				rec := httptest.NewRecorder()
+				probe.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+				body := strings.TrimSuffix(rec.Body.String(), "\n")
+				if rec.Code != http.StatusServiceUnavailable || !strings.Contains(body, c.want) || strings.Contains(body, "\n") {
+					t.Errorf("GET %s = %d %q, want 503 and one line saying %q", path, rec.Code, body, c.want)
+				}
 			}
 		})
+	}
+}
+
+// statefs_store_writable follows whether the store directory takes a new
+// file, probed at each scrape, and the log says when that changes, once.
+func TestStoreWritableIsProbedWhenScraped(t *testing.T) {
+	var log strings.Builder
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+
+	store := filepath.Join(t.TempDir(), "store")
+	if err := os.Mkdir(store, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := New(storetest.NewWithObjects(t).S)
+	h := &Health{Mountpoint: "/nonexistent/statefs-mnt", Store: store}
+	srv := NewServer(m, h)
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		srv.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	if body := scrape(); !strings.Contains(body, "\nstatefs_store_writable 1\n") {
+		t.Errorf("GET /metrics of a store that takes files has no statefs_store_writable 1:\n%s", body)
+	}
+	// The store's directory goes: it takes no new file, even from root.
+	if err := os.Remove(store); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if body := scrape(); !strings.Contains(body, "\nstatefs_store_writable 0\n") {
+			t.Errorf("GET /metrics of a store that takes no files has no statefs_store_writable 0")
+		}
+	}
+	if err := h.Writable(); err == nil || !strings.Contains(err.Error(), "not writable") {
+		t.Errorf("Writable() = %v, want the store is not writable", err)
+	}
+	if err := os.Mkdir(store, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if body := scrape(); !strings.Contains(body, "\nstatefs_store_writable 1\n") {
+		t.Errorf("GET /metrics of a store that takes files again has no statefs_store_writable 1")
+	}
+	if n := strings.Count(log.String(), "the store takes no new files"); n != 1 {
+		t.Errorf("the log says %d times that the store takes no new files, want once:\n%s", n, log.String())
+	}
+	if n := strings.Count(log.String(), "the store takes new files again"); n != 1 {
+		t.Errorf("the log says %d times that the store takes new files again, want once:\n%s", n, log.String())
+	}
+	if _, err := os.Lstat(filepath.Join(store, ProbeName)); err == nil {
+		t.Error("the probe left its file in the store")
 	}
 }
 

@@ -66,16 +66,19 @@ func setImmutable(dir string, on bool) error {
 	return nil
 }
 
-// The daemon's /metrics follows what happens on the mount, and /healthz
-// says 200 while the mount serves and the store takes files, 503 with a
-// reason when it does not.
+// The daemon's /metrics follows what happens on the mount. Liveness
+// (/healthz) says 200 while the mount serves, even when the store takes no
+// new files, since a restart cannot fix that and the mount still serves
+// reads; readiness (/readyz) and statefs_store_writable say so instead.
 func TestMetricsAndHealth(t *testing.T) {
 	addr := freeAddr(t)
 	// Without passthrough every write reaches the daemon, so its bytes are
 	// counted; reads of a sealed file reach it either way.
 	m := mountFS(t, "--metrics-addr", addr, "--passthrough=false", "--seal-delay", "100ms", "--seal-as", "chunks")
-	if code, body := get(t, addr, "/healthz"); code != http.StatusOK || body != "ok\n" {
-		t.Fatalf("GET /healthz of a serving daemon = %d %q, want 200 ok", code, body)
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		if code, body := get(t, addr, probe); code != http.StatusOK || body != "ok\n" {
+			t.Fatalf("GET %s of a serving daemon = %d %q, want 200 ok", probe, code, body)
+		}
 	}
 	before := scrapeMetrics(t, addr)
 
@@ -116,10 +119,13 @@ func TestMetricsAndHealth(t *testing.T) {
 	if n := after.value("statefs_chunks", ""); n < 1 {
 		t.Errorf("statefs_chunks = %v after a 1 MiB file was sealed", n)
 	}
-	for _, name := range []string{"statefs_gc_runs_total", "statefs_jobs", "statefs_saved_ratio", "statefs_physical_bytes", "statefs_staging_bytes"} {
+	for _, name := range []string{"statefs_gc_runs_total", "statefs_jobs", "statefs_saved_ratio", "statefs_physical_bytes", "statefs_staging_bytes", "statefs_store_writable"} {
 		if after[name] == nil {
 			t.Errorf("/metrics has no %s", name)
 		}
+	}
+	if v := after.value("statefs_store_writable", ""); v != 1 {
+		t.Errorf("statefs_store_writable = %v with a store that takes files, want 1", v)
 	}
 
 	// Make the store directory refuse new names, even to root.
@@ -129,15 +135,28 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Fatalf("chattr +i %s: %v", m.Store, err)
 	}
 	t.Cleanup(func() { setImmutable(m.Store, false) }) // runs before the unmount mountFS registered
-	code, body := get(t, addr, "/healthz")
+	code, body := get(t, addr, "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not writable") || strings.Count(strings.TrimSpace(body), "\n") != 0 {
-		t.Errorf("GET /healthz with an unwritable store = %d %q, want 503 and one line saying not writable", code, body)
+		t.Errorf("GET /readyz with an unwritable store = %d %q, want 503 and one line saying not writable", code, body)
 	}
+	if code, body := get(t, addr, "/healthz"); code != http.StatusOK {
+		t.Errorf("GET /healthz with an unwritable store = %d %q, want 200: the mount serves, and a restart would make no disk writable", code, body)
+	}
+	if v := scrapeMetrics(t, addr).value("statefs_store_writable", ""); v != 0 {
+		t.Errorf("statefs_store_writable = %v with an unwritable store, want 0", v)
+	}
+	dropCache(t, path)
+	got, err = os.ReadFile(path)
+	require.NoError(t, err, "reading through the mount while the store takes no new files")
+	require.True(t, bytes.Equal(got, content), "read back other bytes than written while the store takes no new files")
+	waitLogLine(t, m, 10*time.Second, "the store takes no new files")
 	if err := setImmutable(m.Store, false); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := get(t, addr, "/healthz"); code != http.StatusOK {
-		t.Errorf("GET /healthz once the store is writable again = %d %q, want 200", code, body)
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		if code, body := get(t, addr, probe); code != http.StatusOK {
+			t.Errorf("GET %s once the store is writable again = %d %q, want 200", probe, code, body)
+		}
 	}
 	if _, err := os.Lstat(filepath.Join(m.Store, "healthz.probe")); err == nil {
 		t.Error("the health probe left its file in the store")

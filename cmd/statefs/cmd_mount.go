@@ -46,7 +46,7 @@ func mountCommand() *cli.Command {
 			&cli.IntFlag{Name: "sealers", Value: 1, Usage: "files sealed at once"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 			&cli.StringFlag{Name: "pprof", Usage: "serve Go's profiler (net/http/pprof) on `ADDR`, e.g. localhost:6060"},
-			&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics on /metrics and health probes on /healthz at `ADDR`, e.g. :9810"},
+			&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics on /metrics and health probes on /healthz (liveness) and /readyz (readiness) at `ADDR`, e.g. :9810"},
 			sizeFlag(&cli.StringFlag{Name: "read-ahead", Value: "4MiB", Usage: "how far the kernel reads ahead of a sequential reader (`SIZE`; 0: the kernel's default)"}),
 			sizeFlag(&cli.StringFlag{Name: "read-cache", Value: "32MiB", Usage: "memory kept for reads of sealed content: the verification trees of the chunks read last (about 4 KiB per MiB of content) and the 16 KiB groups small reads needed (`SIZE`)"}),
 			&cli.DurationFlag{Name: "cache-timeout", Value: fs.DefaultCacheTimeout, Usage: "how long the kernel may answer lookups and stats of the executor's tree from its caches; statefs tells it of every change it makes itself, so this bounds only changes made around the mount (0: ask every time)"},

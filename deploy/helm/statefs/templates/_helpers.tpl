@@ -59,7 +59,7 @@ checks every caller against the modes (default_permissions).
 {{- toYaml $args }}
 {{- end }}
 
-{{/* The daemon's metrics port: /metrics and /healthz. */}}
+{{/* The daemon's metrics port: /metrics, /healthz and /readyz. */}}
 {{- define "statefs.metricsPort" -}}
 - name: metrics
   containerPort: {{ .Values.metricsPort }}
@@ -72,10 +72,24 @@ prometheus.io/port: {{ .Values.metricsPort | quote }}
 prometheus.io/path: /metrics
 {{- end }}
 
-{{/* A probe of the daemon's /healthz. */}}
+{{/*
+A probe of the daemon's liveness, /healthz: it fails only when the mount
+does not answer, which a restart fixes. Startup and liveness probes use it.
+*/}}
 {{- define "statefs.healthz" -}}
 httpGet:
   path: /healthz
+  port: metrics
+{{- end }}
+
+{{/*
+A probe of the daemon's readiness, /readyz: liveness, and the store takes
+new files. A restart cannot make a read-only disk writable, so no probe that
+restarts the daemon uses it.
+*/}}
+{{- define "statefs.readyz" -}}
+httpGet:
+  path: /readyz
   port: metrics
 {{- end }}
 
@@ -130,7 +144,9 @@ with restartPolicy Always (Kubernetes 1.29 or later), a list item.
     privileged: true
   ports:
     {{- include "statefs.metricsPort" . | nindent 4 }}
-  # /healthz: 200 while the mount serves and the store takes files.
+  # /healthz: 200 while the mount serves. A store that takes no new files
+  # leaves it at 200: a restart cannot fix that, and would cost the
+  # TaskManager its open files (statefs_store_writable says so).
   startupProbe:
     {{- include "statefs.healthz" . | nindent 4 }}
     periodSeconds: 2
