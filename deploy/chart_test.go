@@ -152,9 +152,19 @@ collector:
   interval: 10m
   grace: 1h
   flinkURLs: [http://flink-jobmanager.flink:8081, https://other-rest.flink:8081/]`},
-		{"node, collector on, a JobResultStore", `
+		{"node, collector on, a JobResultStore on an NFS volume", `
 collector: {interval: 5m, jobResultStore: /mnt/flink-ha/job-result-store}
+extraVolumes: [{name: flink-ha, nfs: {server: nfs.example.com, path: /exports/flink-ha}}]
+extraVolumeMounts: [{name: flink-ha, mountPath: /mnt/flink-ha/, readOnly: true}]
 extraArgs: [--scrub-rate=64MiB]`},
+		{"node, rolling updates, another kubelet directory", `
+node:
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 10%}}
+  kubeletDir: /var/lib/k0s/kubelet`},
+		{"node, plugin and registrar resources", `
+node:
+  csiPlugin: {resources: {requests: {cpu: 50m, memory: 64Mi}, limits: {memory: 256Mi}}}
+  registrar: {image: registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.14.0, resources: {requests: {cpu: 5m, memory: 8Mi}, limits: {memory: 32Mi}}}`},
 		{"node, custom metrics port, PodMonitor", `
 metricsPort: 9900
 podMonitor: {enabled: true, interval: 30s, labels: {release: prometheus}}`},
@@ -182,6 +192,12 @@ grafanaDashboard: {enabled: true, annotations: {grafana_folder: Flink}}`},
 		{"sidecar, StatefulSet example, collector on", `
 mode: sidecar
 collector: {interval: 10m, flinkURLs: [http://flink-jobmanager:8081]}
+examples: {sidecarStatefulSet: {enabled: true}}`},
+		{"sidecar, StatefulSet example, a JobResultStore on a claim", `
+mode: sidecar
+collector: {interval: 10m, jobResultStore: /flink-ha/job-result-store}
+extraVolumes: [{name: flink-ha, persistentVolumeClaim: {claimName: flink-ha, readOnly: true}}]
+extraVolumeMounts: [{name: flink-ha, mountPath: /flink-ha, readOnly: true}]
 examples: {sidecarStatefulSet: {enabled: true}}`},
 		{"sidecar, FlinkDeployment example", `
 mode: sidecar
@@ -235,6 +251,14 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"a relative store path", `node: {storePath: var/lib/statefs/store}`, "/node/storePath"},
 		{"a pull policy that does not exist", `image: {pullPolicy: Sometimes}`, "/image/pullPolicy"},
 		{"a toleration's typo", `node: {tolerations: [{operator: Exist}]}`, "/node/tolerations/0/operator"},
+		{"a JobResultStore on no volume", `collector: {interval: 10m, jobResultStore: /flink-ha/jrs}`, "collector.jobResultStore /flink-ha/jrs is on no volume the daemon mounts"},
+		{"a JobResultStore beside its volume", "collector: {jobResultStore: /flink-ha2/jrs}\nextraVolumes: [{name: ha, emptyDir: {}}]\nextraVolumeMounts: [{name: ha, mountPath: /flink-ha}]", "collector.jobResultStore /flink-ha2/jrs is on no volume"},
+		{"a volume mount without a path", `extraVolumeMounts: [{name: ha}]`, "/extraVolumeMounts/0"},
+		{"an update strategy that does not exist", `node: {updateStrategy: {type: Recreate}}`, "/node/updateStrategy/type"},
+		{"a relative kubelet directory", `node: {kubeletDir: var/lib/kubelet}`, "/node/kubeletDir"},
+		{"the sidecar example in node mode", `examples: {sidecarStatefulSet: {enabled: true}}`, "examples.sidecarStatefulSet is an example of sidecar mode"},
+		{"the FlinkDeployment example in node mode", `examples: {flinkDeployment: {enabled: true}}`, "examples.flinkDeployment is an example of sidecar mode"},
+		{"the CSI example in sidecar mode", "mode: sidecar\nexamples: {csiStatefulSet: {enabled: true}}", "examples.csiStatefulSet is an example of node mode"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := render(ch, readValues(t, c.values))
@@ -285,6 +309,27 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 			name:     "the node daemon's readiness ignores its store",
 			template: "templates/daemonset.yaml", old: "readinessProbe:\n            {{- include \"statefs.readyz\"", new: "readinessProbe:\n            {{- include \"statefs.healthz\"",
 			want: "daemon readiness probe: want GET /readyz",
+		},
+		{
+			name:     "the DaemonSet's update strategy is fixed",
+			template: "templates/daemonset.yaml", old: "{{- toYaml $n.updateStrategy | nindent 4 }}", new: "type: RollingUpdate",
+			want: "DaemonSet updateStrategy",
+		},
+		{
+			name:     "the registrar registers the socket in /var/lib/kubelet whatever the kubelet's directory",
+			template: "templates/daemonset.yaml", old: "--kubelet-registration-path={{ $n.kubeletDir }}", new: "--kubelet-registration-path=/var/lib/kubelet",
+			values: "node: {kubeletDir: /var/lib/k0s/kubelet}",
+			want:   "registrar --kubelet-registration-path /var/lib/kubelet/plugins",
+		},
+		{
+			name: "the plugin has no resources", values: "node: {csiPlugin: {resources: null}}",
+			want: "container csi-plugin resources",
+		},
+		{
+			name:     "the daemon does not mount the extra volumes",
+			template: "templates/daemonset.yaml", old: "{{- with .Values.extraVolumeMounts }}", new: "{{- with list }}",
+			values: "collector: {jobResultStore: /ha/jrs}\nextraVolumes: [{name: ha, emptyDir: {}}]\nextraVolumeMounts: [{name: ha, mountPath: /ha}]",
+			want:   "daemon --job-result-store /ha/jrs is on no volume the daemon mounts",
 		},
 		{name: "holdDeletes off", values: `holdDeletes: false`, want: "--hold-deletes"},
 		{name: "holdDeletes off in the sidecar", values: "mode: sidecar\nholdDeletes: false\nexamples: {flinkDeployment: {enabled: true}}", want: "--hold-deletes"},
@@ -552,6 +597,30 @@ statefs:
 	}
 }
 
+// The kubelet's directory is a value, and every path under it in the
+// DaemonSet follows it: none is left at the usual /var/lib/kubelet.
+func TestChartKubeletDir(t *testing.T) {
+	r, err := render(loadChart(t), readValues(t, `node: {kubeletDir: /var/lib/k0s/kubelet}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := r.templates["templates/daemonset.yaml"]
+	if strings.Contains(ds, "/var/lib/kubelet") {
+		t.Errorf("the DaemonSet names /var/lib/kubelet with node.kubeletDir /var/lib/k0s/kubelet:\n%s", ds)
+	}
+	for _, want := range []string{
+		"mountPath: /var/lib/k0s/kubelet\n",
+		"--kubelet-registration-path=/var/lib/k0s/kubelet/plugins/statefs.csi.statefs.io/csi.sock",
+		"path: /var/lib/k0s/kubelet/plugins/statefs.csi.statefs.io\n",
+		"path: /var/lib/k0s/kubelet/plugins_registry\n",
+		"path: /var/lib/k0s/kubelet\n",
+	} {
+		if !strings.Contains(ds, want) {
+			t.Errorf("the DaemonSet has no %q", want)
+		}
+	}
+}
+
 // What helm install prints says how to watch the install, and warns when
 // the collector is off, since the disk then fills with finished jobs.
 func TestChartNotes(t *testing.T) {
@@ -561,9 +630,11 @@ func TestChartNotes(t *testing.T) {
 		want   []string
 		not    []string
 	}{
-		{"mode: node", []string{"rollout status daemonset/statefs-node", "WARNING: the collector is off"}, nil},
-		{"mode: node\ncollector: {interval: 10m, flinkURLs: [http://jm:8081]}", []string{"rollout status"}, []string{"WARNING"}},
-		{"mode: sidecar", []string{"statefs.sidecar.", "WARNING: the collector is off"}, []string{"rollout status"}},
+		{"mode: node", []string{"rollout status daemonset/statefs-node", "WARNING: the collector is off",
+			"WARNING: the image statefs:" + ch.Metadata.AppVersion + " is published nowhere", "push it to a registry", "set image.repository"}, nil},
+		{"mode: node\ncollector: {interval: 10m, flinkURLs: [http://jm:8081]}", []string{"rollout status"}, []string{"WARNING: the collector is off"}},
+		{"mode: sidecar", []string{"statefs.sidecar.", "WARNING: the collector is off", "WARNING: the image statefs:"}, []string{"rollout status"}},
+		{"image: {repository: registry.example.com/statefs, tag: v1.2.0}", nil, []string{"WARNING: the image"}},
 	} {
 		r, err := render(ch, readValues(t, c.values))
 		if err != nil {

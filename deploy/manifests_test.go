@@ -192,11 +192,13 @@ type chartValues struct {
 		FlinkURLs       []string
 		JobResultStore  string
 	}
-	ExtraArgs []string
-	Node      struct {
-		StorePath, MountPath, PriorityClassName string
-		NodeSelector                            map[string]string
-		Tolerations                             []corev1.Toleration
+	ExtraArgs         []string
+	ExtraVolumeMounts []corev1.VolumeMount
+	Node              struct {
+		StorePath, MountPath, PriorityClassName, KubeletDir string
+		NodeSelector                                        map[string]string
+		Tolerations                                         []corev1.Toleration
+		UpdateStrategy                                      appsv1.DaemonSetUpdateStrategy
 	}
 	Sidecar struct {
 		StorePath, MountPath, WorkingDir string
@@ -600,10 +602,7 @@ func checkDaemon(r *report, spec *corev1.PodSpec, daemon *corev1.Container, v *c
 	if got := flagValue(daemon.Args[:len(daemon.Args)-len(args)], "log-format"); got != v.LogFormat {
 		r.errorf("daemon --log-format %q, the values say %q", got, v.LogFormat)
 	}
-	req, lim := daemon.Resources.Requests, daemon.Resources.Limits
-	if req.Cpu().IsZero() || req.Memory().IsZero() || lim.Memory().IsZero() || lim.Memory().Cmp(*req.Memory()) < 0 {
-		r.errorf("daemon resources %+v: want CPU and memory requests and a memory limit at least the request", daemon.Resources)
-	}
+	checkResources(r, daemon)
 	// A probe that restarts the daemon asks for liveness only: a restart
 	// cannot make a read-only store writable, and costs every TaskManager
 	// on the mount its open files.
@@ -619,6 +618,16 @@ func checkDaemon(r *report, spec *corev1.PodSpec, daemon *corev1.Container, v *c
 			r.errorf("daemon %s probe on port %d, metrics served on %s", name, port, metrics)
 		}
 	}
+	for _, want := range v.ExtraVolumeMounts {
+		if m := mountAt(daemon, want.MountPath); m == nil || !reflect.DeepEqual(*m, want) {
+			r.errorf("daemon volume mount at %s is %+v, the values' extraVolumeMounts say %+v", want.MountPath, m, want)
+		}
+	}
+	if jrs := flagValue(args, "job-result-store"); jrs != "" && !slices.ContainsFunc(daemon.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return jrs == m.MountPath || strings.HasPrefix(jrs, strings.TrimSuffix(m.MountPath, "/")+"/")
+	}) {
+		r.errorf("daemon --job-result-store %s is on no volume the daemon mounts: it would find no JobResultStore", jrs)
+	}
 	storeMount, mntMount, fuse := mountAt(daemon, store), mountAt(daemon, mnt), mountAt(daemon, "/dev/fuse")
 	if storeMount == nil || mntMount == nil || fuse == nil {
 		r.errorf("daemon container must mount the store at %s, the mountpoint at %s and /dev/fuse", store, mnt)
@@ -631,6 +640,16 @@ func checkDaemon(r *report, spec *corev1.PodSpec, daemon *corev1.Container, v *c
 		r.errorf("/dev/fuse is not the host's /dev/fuse")
 	}
 	return store, mnt
+}
+
+// checkResources checks that container c requests CPU and memory and has a
+// memory limit at least its request: the scheduler counts it, and a leak
+// ends in its container, not in the node's.
+func checkResources(r *report, c *corev1.Container) {
+	req, lim := c.Resources.Requests, c.Resources.Limits
+	if req.Cpu().IsZero() || req.Memory().IsZero() || lim.Memory().IsZero() || lim.Memory().Cmp(*req.Memory()) < 0 {
+		r.errorf("container %s resources %+v: want CPU and memory requests and a memory limit at least the request", c.Name, c.Resources)
+	}
 }
 
 func checkNodeDaemonSet(r *report, ds *appsv1.DaemonSet, v *chartValues) {
@@ -646,6 +665,9 @@ func checkNodeDaemonSet(r *report, ds *appsv1.DaemonSet, v *chartValues) {
 	}
 	if spec.PriorityClassName != v.Node.PriorityClassName {
 		r.errorf("DaemonSet priorityClassName %q, the values say %q", spec.PriorityClassName, v.Node.PriorityClassName)
+	}
+	if !reflect.DeepEqual(ds.Spec.UpdateStrategy, v.Node.UpdateStrategy) {
+		r.errorf("DaemonSet updateStrategy %+v, the values say %+v", ds.Spec.UpdateStrategy, v.Node.UpdateStrategy)
 	}
 
 	daemon := container(spec, "statefs")
@@ -701,13 +723,14 @@ func checkNodeDaemonSet(r *report, ds *appsv1.DaemonSet, v *chartValues) {
 	if pm := mountAt(plugin, mnt); pm == nil || pm.MountPropagation == nil || *pm.MountPropagation != corev1.MountPropagationBidirectional {
 		r.errorf("the plugin must see the daemon's (new) mount: Bidirectional propagation on the mountpoint")
 	}
-	kubelet := mountAt(plugin, "/var/lib/kubelet")
-	if kubelet == nil || hostPath(spec, kubelet.Name) != "/var/lib/kubelet" {
-		r.errorf("the plugin must mount the host's /var/lib/kubelet at /var/lib/kubelet")
+	kubeletDir := v.Node.KubeletDir
+	kubelet := mountAt(plugin, kubeletDir)
+	if kubelet == nil || hostPath(spec, kubelet.Name) != kubeletDir {
+		r.errorf("the plugin must mount the host's %s (the kubelet's directory) at %s", kubeletDir, kubeletDir)
 		return
 	}
 	if kubelet.MountPropagation == nil || *kubelet.MountPropagation != corev1.MountPropagationBidirectional {
-		r.errorf("the plugin's binds must reach the kubelet: Bidirectional propagation on /var/lib/kubelet")
+		r.errorf("the plugin's binds must reach the kubelet: Bidirectional propagation on %s", kubeletDir)
 	}
 	endpoint, ok := strings.CutPrefix(flagValue(plugin.Args, "endpoint"), "unix://")
 	if !ok {
@@ -734,14 +757,17 @@ func checkNodeDaemonSet(r *report, ds *appsv1.DaemonSet, v *chartValues) {
 		r.errorf("registrar --csi-address %s is not the plugin's socket %s in volume %s", address, endpoint, socketDir.Name)
 	}
 	pluginDir := hostPath(spec, socketDir.Name)
-	if want := "/var/lib/kubelet/plugins/" + csi.DriverName; pluginDir != want {
+	if want := kubeletDir + "/plugins/" + csi.DriverName; pluginDir != want {
 		r.errorf("the plugin's socket is in %s on the host, want %s", pluginDir, want)
 	}
 	if got, want := flagValue(registrar.Args, "kubelet-registration-path"), path.Join(pluginDir, path.Base(endpoint)); got != want {
 		r.errorf("registrar --kubelet-registration-path %s, the plugin's socket is %s on the host", got, want)
 	}
-	if m := mountAt(registrar, "/registration"); m == nil || hostPath(spec, m.Name) != "/var/lib/kubelet/plugins_registry" {
-		r.errorf("the registrar must mount the kubelet's plugins_registry at /registration")
+	if m := mountAt(registrar, "/registration"); m == nil || hostPath(spec, m.Name) != kubeletDir+"/plugins_registry" {
+		r.errorf("the registrar must mount the kubelet's %s/plugins_registry at /registration", kubeletDir)
+	}
+	for _, c := range []*corev1.Container{plugin, registrar} {
+		checkResources(r, c)
 	}
 }
 

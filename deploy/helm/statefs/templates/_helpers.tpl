@@ -53,10 +53,30 @@ checks every caller against the modes (default_permissions).
 {{- with $v.collector.interval }}{{ $args = append $args (printf "--gc-interval=%s" .) }}{{ end -}}
 {{- with $v.collector.grace }}{{ $args = append $args (printf "--gc-grace=%s" .) }}{{ end -}}
 {{- range $v.collector.flinkURLs }}{{ $args = append $args (printf "--flink-url=%s" .) }}{{ end -}}
-{{- with $v.collector.jobResultStore }}{{ $args = append $args (printf "--job-result-store=%s" .) }}{{ end -}}
+{{- with $v.collector.jobResultStore }}
+{{- include "statefs.jobResultStoreIsMounted" $v }}
+{{- $args = append $args (printf "--job-result-store=%s" .) }}
+{{- end -}}
 {{- if $v.holdDeletes }}{{ $args = append $args "--hold-deletes" }}{{ end -}}
 {{- $args = concat $args $v.extraArgs (list .mnt) -}}
 {{- toYaml $args }}
+{{- end }}
+
+{{/*
+statefs.jobResultStoreIsMounted fails the rendering unless
+collector.jobResultStore is inside one of extraVolumeMounts: the daemon
+would find no JobResultStore there. Its argument is .Values.
+*/}}
+{{- define "statefs.jobResultStoreIsMounted" -}}
+{{- $jrs := .collector.jobResultStore -}}
+{{- $mounted := false -}}
+{{- range .extraVolumeMounts }}
+{{- $dir := trimSuffix "/" .mountPath -}}
+{{- if or (eq $jrs $dir) (hasPrefix (printf "%s/" $dir) $jrs) }}{{ $mounted = true }}{{ end -}}
+{{- end }}
+{{- if not $mounted }}
+{{- fail (printf "collector.jobResultStore %s is on no volume the daemon mounts: add the volume that holds it to extraVolumes, and its mount to extraVolumeMounts" $jrs) }}
+{{- end }}
 {{- end }}
 
 {{/* The daemon's metrics port: /metrics, /healthz and /readyz. */}}
@@ -173,6 +193,9 @@ with restartPolicy Always (Kubernetes 1.29 or later), a list item.
       mountPropagation: Bidirectional
     - name: statefs-dev-fuse
       mountPath: /dev/fuse
+    {{- with .Values.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end }}
 
 {{/*
@@ -188,7 +211,7 @@ sidecar's FUSE mount, a list item of its volumeMounts.
 
 {{/*
 statefs.sidecar.volumes: the pod's volumes the sidecar needs besides its
-store, list items.
+store (extraVolumes among them), list items.
 */}}
 {{- define "statefs.sidecar.volumes" -}}
 # The mountpoint both containers share.
@@ -199,6 +222,9 @@ store, list items.
   hostPath:
     path: /dev/fuse
     type: CharDevice
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* The store's claim: sidecar.store. */}}
