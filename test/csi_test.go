@@ -14,6 +14,7 @@ import (
 	"time"
 
 	spec "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/moby/sys/mountinfo"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -309,6 +310,14 @@ func TestCSIVolumeServesANonRootTaskManager(t *testing.T) {
 	_, err := p.NodePublishVolume(context.Background(), req)
 	require.NoError(t, err)
 	openUp(t, target)
+	// The bind keeps the FUSE mount's nosuid and nodev: a setuid file or a
+	// device node in a volume gives its pod nothing.
+	mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(target))
+	require.NoError(t, err)
+	require.Len(t, mounts, 1, "the mounts on %s", target)
+	for _, opt := range []string{"nosuid", "nodev"} {
+		require.Contains(t, strings.Split(mounts[0].Options, ","), opt, "the options of the bind on %s", target)
+	}
 
 	tm := exec.Command("sh", "-c", `set -e
 mkdir -p "$1/tm_flink-taskmanager-0/blobStorage"
