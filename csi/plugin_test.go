@@ -30,10 +30,11 @@ import (
 type node struct {
 	spec.IdentityClient
 	spec.NodeClient
-	Dir     string // the test's directory: everything below is the test's
-	Mount   string // the plugin's --mount
-	Backing string // with a loopback mount, the directory it serves; else empty
-	State   string // the plugin's state directory
+	Dir      string // the test's directory: everything below is the test's
+	Endpoint string // the plugin's socket, unix:///PATH
+	Mount    string // the plugin's --mount
+	Backing  string // with a loopback mount, the directory it serves; else empty
+	State    string // the plugin's state directory
 }
 
 // startPlugin serves a plugin on a plain directory as its mount: enough for
@@ -84,6 +85,7 @@ func (n *node) serve(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	endpoint := "unix://" + filepath.Join(sockDir, "csi.sock")
+	n.Endpoint = endpoint
 
 	p := &csi.Plugin{NodeID: "node-1", Version: "v-test", Mount: n.Mount, StateDir: n.State}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -331,6 +331,11 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 			values: "collector: {jobResultStore: /ha/jrs}\nextraVolumes: [{name: ha, emptyDir: {}}]\nextraVolumeMounts: [{name: ha, mountPath: /ha}]",
 			want:   "daemon --job-result-store /ha/jrs is on no volume the daemon mounts",
 		},
+		{
+			name:     "the plugin's probe asks another port",
+			template: "templates/daemonset.yaml", old: "- --health-addr=:9808", new: "- --health-addr=:9818",
+			want: "the plugin needs a liveness probe",
+		},
 		{name: "holdDeletes off", values: `holdDeletes: false`, want: "--hold-deletes"},
 		{name: "holdDeletes off in the sidecar", values: "mode: sidecar\nholdDeletes: false\nexamples: {flinkDeployment: {enabled: true}}", want: "--hold-deletes"},
 		{

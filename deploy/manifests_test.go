@@ -711,6 +711,11 @@ func checkNodeDaemonSet(r *report, ds *appsv1.DaemonSet, v *chartValues) {
 	if got := flagValue(plugin.Args, "mount"); got != mnt {
 		r.errorf("plugin --mount %s, daemon mounts %s", got, mnt)
 	}
+	health := strings.TrimPrefix(flagValue(plugin.Args, "health-addr"), ":")
+	if lp := plugin.LivenessProbe; health == "" || lp == nil || lp.HTTPGet == nil || lp.HTTPGet.Path != "/healthz" ||
+		strconv.Itoa(int(containerPort(plugin, lp.HTTPGet.Port))) != health {
+		r.errorf("the plugin needs a liveness probe: GET /healthz on the port of its --health-addr (%q)", health)
+	}
 	if flagValue(plugin.Args, "node-id") != "$(NODE_NAME)" {
 		r.errorf("plugin --node-id %q, want $(NODE_NAME)", flagValue(plugin.Args, "node-id"))
 	}

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,9 +37,10 @@ type csiPlugin struct {
 	spec.NodeClient
 }
 
-// startCSI runs `statefs csi` on m, with a socket in a fresh temp dir, and
-// connects to it once it serves. It is stopped when the test ends.
-func startCSI(t testing.TB, m *Mount) *csiPlugin {
+// startCSI runs `statefs csi` on m, with a socket in a fresh temp dir and
+// extra arguments, and connects to it once it serves. It is stopped when
+// the test ends.
+func startCSI(t testing.TB, m *Mount, extra ...string) *csiPlugin {
 	t.Helper()
 	// A unix socket path has at most 107 bytes; t.TempDir's may be longer.
 	sockDir, err := os.MkdirTemp("", "csi-")
@@ -47,6 +49,7 @@ func startCSI(t testing.TB, m *Mount) *csiPlugin {
 	p := &csiPlugin{t: t, endpoint: "unix://" + filepath.Join(sockDir, "csi.sock")}
 	p.args = []string{"csi", "--endpoint", p.endpoint, "--node-id", "node-1",
 		"--store", m.Store, "--mount", m.Dir, "--rebind-interval", "100ms"}
+	p.args = append(p.args, extra...)
 	p.Start()
 	t.Cleanup(p.Stop)
 	return p
@@ -284,6 +287,32 @@ func requireVolumeHolds(t testing.TB, dir string, names ...string) {
 	got, err := readDirNames(dir)
 	require.NoError(t, err)
 	require.ElementsMatch(t, names, got, "%s holds only its own volume's files", dir)
+}
+
+// The plugin's liveness endpoint (--health-addr) answers 200 while the
+// plugin answers on its socket, also while the daemon is down (Probe says
+// not ready then: restarting the plugin would not bring the daemon back),
+// and 503 once its socket is gone.
+func TestCSIPluginLiveness(t *testing.T) {
+	m := mountFS(t)
+	addr := freeAddr(t)
+	p := startCSI(t, m, "--health-addr", addr)
+	ctx := context.Background()
+	code, body := get(t, addr, "/healthz")
+	require.Equal(t, http.StatusOK, code, "GET /healthz of a serving plugin: %s", body)
+
+	m.Kill()
+	probe, err := p.Probe(ctx, &spec.ProbeRequest{})
+	require.NoError(t, err)
+	require.False(t, probe.GetReady().GetValue(), "ready with its daemon killed")
+	code, body = get(t, addr, "/healthz")
+	require.Equal(t, http.StatusOK, code, "GET /healthz of a plugin whose daemon is down: %s", body)
+	m.Start()
+
+	require.NoError(t, os.Remove(strings.TrimPrefix(p.endpoint, "unix://")))
+	code, body = get(t, addr, "/healthz")
+	require.Equal(t, http.StatusServiceUnavailable, code, "GET /healthz of a plugin whose socket is gone: %s", body)
+	require.Contains(t, body, "does not answer")
 }
 
 // flinkUser is the user and group Flink's image runs Flink as.

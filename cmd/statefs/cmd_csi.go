@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -26,6 +28,7 @@ func csiCommand() *cli.Command {
 			storeFlag(),
 			required(&cli.StringFlag{Name: "mount", Usage: "the `DIR` the daemon mounts the store on"}),
 			&cli.DurationFlag{Name: "rebind-interval", Value: 10 * time.Second, Usage: "how often to look for stale targets to bind again"},
+			&cli.StringFlag{Name: "health-addr", Usage: "serve the plugin's liveness probe on /healthz at `ADDR`, e.g. :9808: 200 while the plugin answers on its socket, whether or not the daemon's mount serves"},
 		},
 		OnUsageError: usageError,
 		Action:       runCSI,
@@ -39,6 +42,7 @@ type csiOptions struct {
 	Store          string // absolute
 	Mount          string // absolute
 	RebindInterval time.Duration
+	HealthAddr     string // empty: no liveness endpoint
 }
 
 func newCSIOptions(c *cli.Context) (csiOptions, error) {
@@ -48,6 +52,7 @@ func newCSIOptions(c *cli.Context) (csiOptions, error) {
 		Store:          c.String("store"),
 		Mount:          c.String("mount"),
 		RebindInterval: c.Duration("rebind-interval"),
+		HealthAddr:     c.String("health-addr"),
 	}
 	if _, err := csi.SocketPath(o.Endpoint); err != nil {
 		return o, fmt.Errorf("%w: --endpoint: %w", errUsage, err)
@@ -57,6 +62,11 @@ func newCSIOptions(c *cli.Context) (csiOptions, error) {
 	}
 	if o.RebindInterval <= 0 {
 		return o, fmt.Errorf("%w: --rebind-interval must be positive", errUsage)
+	}
+	if o.HealthAddr != "" {
+		if _, _, err := net.SplitHostPort(o.HealthAddr); err != nil {
+			return o, fmt.Errorf("%w: --health-addr %q is not HOST:PORT or :PORT", errUsage, o.HealthAddr)
+		}
 	}
 	for _, dir := range []struct{ flag, path string }{{"store", o.Store}, {"mount", o.Mount}} {
 		if !filepath.IsAbs(dir.path) {
@@ -73,6 +83,17 @@ func runCSI(c *cli.Context) error {
 	opts, err := newCSIOptions(c)
 	if err != nil {
 		return err
+	}
+	if opts.HealthAddr != "" {
+		ln, err := net.Listen("tcp", opts.HealthAddr)
+		if err != nil {
+			return fmt.Errorf("--health-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /healthz", csi.Liveness(opts.Endpoint, 3*time.Second))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

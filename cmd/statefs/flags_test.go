@@ -255,6 +255,7 @@ func TestBadFlagValueIsOneLine(t *testing.T) {
 		{"csi", []string{"--rebind-interval", "0s"}, "--rebind-interval"},
 		{"csi", []string{"--store", "relative/store"}, "--store"},
 		{"csi", []string{"--mount", "relative/mnt"}, "--mount"},
+		{"csi", []string{"--health-addr", "9808"}, "--health-addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.command+" "+strings.Join(tt.args, " "), func(t *testing.T) {
