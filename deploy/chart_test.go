@@ -635,10 +635,12 @@ func TestChartNotes(t *testing.T) {
 		want   []string
 		not    []string
 	}{
-		{"mode: node", []string{"rollout status daemonset/statefs-node", "WARNING: the collector is off",
+		{"mode: node", []string{"get daemonset/statefs-node --watch", "only when its pod is deleted", "WARNING: the collector is off",
 			"WARNING: the image statefs:" + ch.Metadata.AppVersion + " is published nowhere", "push it to a registry", "set image.repository"}, nil},
-		{"mode: node\ncollector: {interval: 10m, flinkURLs: [http://jm:8081]}", []string{"rollout status"}, []string{"WARNING: the collector is off"}},
-		{"mode: sidecar", []string{"statefs.sidecar.", "WARNING: the collector is off", "WARNING: the image statefs:"}, []string{"rollout status"}},
+		{"mode: node\ncollector: {interval: 10m, flinkURLs: [http://jm:8081]}", []string{"statefs-node --watch"}, []string{"WARNING: the collector is off"}},
+		// kubectl rollout status refuses a DaemonSet that updates OnDelete.
+		{"node: {updateStrategy: {type: RollingUpdate}}", []string{"rollout status daemonset/statefs-node"}, []string{"--watch", "OnDelete"}},
+		{"mode: sidecar", []string{"statefs.sidecar.", "WARNING: the collector is off", "WARNING: the image statefs:"}, []string{"statefs-node"}},
 		{"image: {repository: registry.example.com/statefs, tag: v1.2.0}", nil, []string{"WARNING: the image"}},
 	} {
 		r, err := render(ch, readValues(t, c.values))
