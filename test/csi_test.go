@@ -321,7 +321,8 @@ const flinkUser = 9999
 // A TaskManager that does not run as root (Flink's image runs it as 9999)
 // writes and reads its volume, on a daemon started with the flags the node
 // DaemonSet gives it: without --allow-other, FUSE refuses every user but
-// the one that mounted, whatever the modes say.
+// the one that mounted, whatever the modes say. The volume's bind keeps the
+// mount's nosuid and nodev.
 func TestCSIVolumeServesANonRootTaskManager(t *testing.T) {
 	m := mountFS(t, nodeDaemonFlags(t)...)
 	pods := t.TempDir()
