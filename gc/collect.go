@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/statefs/statefs/index"
@@ -47,6 +48,13 @@ type Collector struct {
 	Remover Remover
 	// Grace is how long Gone must hold before the state goes.
 	Grace time.Duration
+	// CollectUnknownAfter, if positive, also collects a job that every
+	// oracle has answered knows nothing of it (JobVerdict.NotFound), without
+	// a break, for that long, and that nothing has written for that long:
+	// the operator's opt-in (DESIGN invariant 4). 0 keeps such jobs.
+	CollectUnknownAfter time.Duration
+	// Log is where each removal is logged, at info; nil is slog's default.
+	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Removed, if set, is called after each name removed (for a progress bar).
@@ -63,6 +71,7 @@ type Candidate struct {
 	Job      index.Job  `json:"job"`
 	Executor string     `json:"executor,omitempty"` // set for an executor's tree
 	Verdict  JobVerdict `json:"verdict"`
+	Why      string     `json:"why"` // the rule that lets it go
 	Names    int        `json:"names"`
 	Files    int        `json:"files"`
 	Bytes    int64      `json:"bytes"` // logical bytes of Files
@@ -81,9 +90,22 @@ type Orphans struct {
 type Report struct {
 	Verdicts  []JobVerdict `json:"verdicts"`
 	Collected []Candidate  `json:"collected"`
-	Orphans   Orphans      `json:"orphans"`
-	Swept     store.Swept  `json:"swept"`
-	Took      Seconds      `json:"took"`
+	// Unknown are the jobs unknown to every oracle that the run keeps.
+	Unknown []UnknownJob `json:"unknown"`
+	Orphans Orphans      `json:"orphans"`
+	Swept   store.Swept  `json:"swept"`
+	Took    Seconds      `json:"took"`
+}
+
+// UnknownJob is a job that every oracle answers it knows nothing of
+// (JobVerdict.NotFound): Flink forgot it (jobstore.expiration-time, a
+// JobManager without HA restarted) or never ran it here. Its state is kept
+// for ever unless the operator says it is gone or opts in to
+// Collector.CollectUnknownAfter.
+type UnknownJob struct {
+	Job       string    `json:"job"`
+	Since     time.Time `json:"since"` // unknown to every oracle since, without a break
+	LastWrite time.Time `json:"last_write"`
 }
 
 // Seconds is a duration that JSON carries as seconds, as every duration
@@ -115,6 +137,23 @@ func (r Report) Unanswered() []JobVerdict {
 		}
 	}
 	return out
+}
+
+func (c *Collector) log() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return slog.Default()
+}
+
+// unknownLongEnough reports whether job record j may go under
+// CollectUnknownAfter at now: every oracle has known nothing of it, and
+// nothing has written it, for at least that long.
+func (c *Collector) unknownLongEnough(j *index.Job, now time.Time) bool {
+	if c.CollectUnknownAfter <= 0 || j.Verdict != index.VerdictUnknown || j.UnknownSince == 0 {
+		return false
+	}
+	return now.Sub(time.Unix(0, max(j.UnknownSince, j.LastWrite))) >= c.CollectUnknownAfter
 }
 
 func (c *Collector) now() time.Time {
@@ -156,7 +195,11 @@ func (c *Collector) ask(ctx context.Context, job string) (JobVerdict, error) {
 	if err != nil {
 		return JobVerdict{}, err
 	}
-	return Combine(ctx, job, append([]Oracle{operator{rec}}, c.Oracles...)...), nil
+	v := Combine(ctx, job, append([]Oracle{operator{rec}}, c.Oracles...)...)
+	// The operator's silence alone is no oracle's answer: with no other
+	// oracle nobody was asked, and no job is unknown to every oracle.
+	v.NotFound = v.NotFound && len(c.Oracles) > 0
+	return v, nil
 }
 
 // record writes verdict v into its job's record.
@@ -172,8 +215,16 @@ func (c *Collector) record(v JobVerdict) error {
 }
 
 // judged updates job record j with verdict v: the verdict, its evidence,
-// and since when it has held without a break.
+// and since when it has held without a break; and since when every oracle
+// has known nothing of the job, without a break (any other answer, a
+// failure above all, ends that).
 func judged(j *index.Job, v JobVerdict) {
+	switch {
+	case !v.NotFound:
+		j.UnknownSince = 0
+	case j.UnknownSince == 0:
+		j.UnknownSince = v.At.UnixNano()
+	}
 	if j.Verdict != v.Verdict || j.Since == 0 {
 		j.Since = v.At.UnixNano()
 		// The operator's word holds from when it was said: state written
@@ -213,10 +264,11 @@ type operator struct{ job *index.Job }
 func (o operator) Name() string { return "operator" }
 
 func (o operator) Judge(ctx context.Context, job string) JobVerdict {
-	v := JobVerdict{Job: job, Oracle: o.Name(), At: time.Now(), Evidence: "operator: nothing said"}
+	v := JobVerdict{Job: job, Oracle: o.Name(), At: time.Now(), Evidence: "operator: nothing said", NotFound: true}
 	if o.job == nil || o.job.Operator == index.VerdictUnknown {
 		return v
 	}
+	v.NotFound = false
 	v.Verdict = o.job.Operator
 	v.Evidence = fmt.Sprintf("operator: statefs job %s at %s", o.job.Operator, time.Unix(0, o.job.OperatorAt).UTC().Format(time.RFC3339))
 	return v

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/internal/crashpoint"
@@ -17,7 +18,8 @@ import (
 // is now: still the inode planned, still made and written before the
 // verdict, a directory still empty. Anything else stays, counted as kept.
 // It reports what it removed, counted as the plan counts (tally), and
-// what the sweep and the removals freed.
+// what the sweep and the removals freed. Each tree it removes from is
+// logged and recorded in the index (index.Collection) as it ends.
 func (c *Collector) Execute(ctx context.Context, p *Plan) (Report, error) {
 	r := Report{Verdicts: p.Verdicts, Collected: []Candidate{}}
 	// Objects freed meanwhile by the executor's own removals count too.
@@ -27,7 +29,7 @@ func (c *Collector) Execute(ctx context.Context, p *Plan) (Report, error) {
 			return r, err
 		}
 	}
-	x := execution{c: c, removed: map[uint64]uint32{}}
+	x := execution{c: c, removed: map[uint64]uint32{}, counted: counter{}}
 	var done []*tree
 	for _, t := range p.trees {
 		ok, err := x.tree(ctx, t)
@@ -38,10 +40,10 @@ func (c *Collector) Execute(ctx context.Context, p *Plan) (Report, error) {
 			done = append(done, t)
 		}
 	}
-	tally(done)
 	for _, t := range done {
 		r.Collected = append(r.Collected, t.Candidate)
 	}
+	r.Unknown = p.unknownKept(r.Collected)
 	r.Orphans = x.orphans
 	var err error
 	if r.Swept, err = c.Store.Sweep(); err != nil {
@@ -56,23 +58,33 @@ func (c *Collector) Execute(ctx context.Context, p *Plan) (Report, error) {
 }
 
 // execution is the state of one Execute: how many names of each inode it
-// removed, and the orphans it left.
+// removed, the trees' removals counted so far (as tally counts them), and
+// the orphans it left.
 type execution struct {
 	c       *Collector
 	removed map[uint64]uint32
+	counted counter
 	orphans Orphans
 }
 
 // tree removes what t planned, if its verdict still holds, and reports
 // whether it did; t's removals become those made. A job's record goes with
-// its last name, an executor's with its tree.
+// its last name, an executor's with its tree, in the transaction that
+// records the collection.
 func (x *execution) tree(ctx context.Context, t *tree) (bool, error) {
 	if t.Executor == "" {
 		v, err := x.c.Judge(ctx, t.Job.ID) // right before the deletion
 		if errors.Is(err, index.ErrNotFound) {
 			return false, nil
 		}
-		if err != nil || v.Verdict != index.VerdictGone {
+		if err != nil {
+			return false, err
+		}
+		holds := v.Verdict == index.VerdictGone
+		if t.unknown {
+			holds, err = x.stillUnknown(t.Job.ID)
+		}
+		if err != nil || !holds {
 			return false, err
 		}
 		t.Verdict = v
@@ -105,27 +117,72 @@ func (x *execution) tree(ctx context.Context, t *tree) (bool, error) {
 		}
 	}
 	t.removals = made
-	if t.Kept > 0 {
-		return true, nil
+	x.counted.count(t)
+	if t.Names == 0 && t.Kept > 0 {
+		return true, nil // nothing went
 	}
-	if t.Executor != "" {
-		return true, x.c.Store.Index.Update(func(tx *index.Tx) error {
+	rec := t.collection(x.c.now())
+	if t.Executor == "" && t.Kept == 0 {
+		crashpoint.Hit(crashpoint.GCBeforeJobDelete)
+	}
+	err := x.c.Store.Index.Update(func(tx *index.Tx) error {
+		if err := tx.AddCollection(rec); err != nil || t.Kept > 0 {
+			return err
+		}
+		if t.Executor != "" {
 			left, err := tx.ExecutorRoots(t.Executor)
 			if err != nil || len(left) > 0 {
 				return err
 			}
 			return tx.DeleteExecutor(t.Executor)
-		})
-	}
-	crashpoint.Hit(crashpoint.GCBeforeJobDelete)
-	err := x.c.Store.Index.Update(func(tx *index.Tx) error {
+		}
 		left, err := tx.JobRoots(t.Job.ID)
 		if err != nil || len(left) > 0 {
 			return err
 		}
 		return tx.DeleteJob(t.Job.ID)
 	})
-	return true, err
+	if err != nil {
+		return false, err
+	}
+	x.c.logRemoval(rec)
+	return true, nil
+}
+
+// stillUnknown reports whether job's record, as the judgement right
+// before the deletion left it, may still go under CollectUnknownAfter:
+// a write or any answer but "not found" since the plan keeps it.
+func (x *execution) stillUnknown(job string) (bool, error) {
+	var j *index.Job
+	err := x.c.Store.Index.View(func(tx *index.Tx) (err error) {
+		j, err = tx.Job(job)
+		return err
+	})
+	if errors.Is(err, index.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && x.c.unknownLongEnough(j, x.c.now()), err
+}
+
+// collection is the record of t's removal, ended at now.
+func (t *tree) collection(now time.Time) *index.Collection {
+	rec := &index.Collection{At: now.UnixNano(), Executor: t.Executor, Why: t.Why, Since: t.since,
+		Names: t.Names, Files: t.Files, Bytes: t.Bytes, Kept: t.Kept}
+	if t.Executor == "" {
+		rec.Job, rec.Verdict, rec.Evidence = t.Job.ID, t.Verdict.Verdict, t.Verdict.Evidence
+	}
+	return rec
+}
+
+// logRemoval logs one collection record: the audit trail of every removal
+// the collector makes, in the daemon or in statefs gc.
+func (c *Collector) logRemoval(rec *index.Collection) {
+	who := []any{"job", rec.Job, "verdict", rec.Verdict.String(), "evidence", rec.Evidence}
+	if rec.Executor != "" {
+		who = []any{"executor", rec.Executor}
+	}
+	c.log().Info("collector removed", append(who, "why", rec.Why,
+		"names", rec.Names, "files", rec.Files, "bytes", rec.Bytes, "kept", rec.Kept)...)
 }
 
 // what names t's owner in an error.

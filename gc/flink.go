@@ -131,6 +131,7 @@ func (f *FlinkREST) Judge(ctx context.Context, job string) JobVerdict {
 		out.Verdict = index.VerdictGone
 	}
 	out.Evidence = strings.Join(evidence, "; ")
+	out.NotFound = out.Verdict == index.VerdictUnknown && count[flinkNotFound] == len(answers)
 	if out.Verdict == index.VerdictUnknown && count[flinkFailed] > 0 {
 		var failed []string
 		for i, a := range answers {

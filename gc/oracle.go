@@ -28,7 +28,8 @@ const evidenceInvalidJobID = "invalid job id"
 // any says Gone; else Unknown. Evidence joins every oracle's evidence in the
 // order given; Oracle names the oracles whose verdict is the merged one. At is
 // taken before any oracle is asked. An Unknown verdict keeps the failures
-// of the oracles that could not answer (JobVerdict.Failure). An invalid
+// of the oracles that could not answer (JobVerdict.Failure), and is
+// NotFound when every oracle answered that it knows nothing of the job. An invalid
 // job id is refused without asking, and no oracles at all is Unknown.
 func Combine(ctx context.Context, job string, oracles ...Oracle) JobVerdict {
 	out := JobVerdict{Job: job, Verdict: index.VerdictUnknown, At: time.Now()}
@@ -54,7 +55,9 @@ func Combine(ctx context.Context, job string, oracles ...Oracle) JobVerdict {
 		}
 	}
 	var names, evidence, failures []string
+	out.NotFound = out.Verdict == index.VerdictUnknown
 	for i, a := range answers {
+		out.NotFound = out.NotFound && a.NotFound
 		if a.Verdict == out.Verdict {
 			names = append(names, oracles[i].Name())
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/statefs/statefs/cas"
@@ -20,6 +21,7 @@ import (
 // prints it (Report).
 type Plan struct {
 	Verdicts []JobVerdict
+	unknown  []UnknownJob // the jobs unknown to every oracle (Report.Unknown)
 	trees    []*tree
 	// frees is what the sweep after the removals would free: the chunks
 	// and objects unreferenced now, and those whose every reference is
@@ -32,7 +34,10 @@ type Plan struct {
 // tree is one job's state, or one executor's tree, that a plan removes.
 type tree struct {
 	Candidate
-	since    int64 // names made, and content written, from then on stay
+	since int64 // names made, and content written, from then on stay
+	// unknown: a job collected under Collector.CollectUnknownAfter, not
+	// as gone.
+	unknown  bool
 	removals []removal
 }
 
@@ -57,6 +62,7 @@ func (p *Plan) Report() Report {
 	for _, t := range p.trees {
 		r.Collected = append(r.Collected, t.Candidate)
 	}
+	r.Unknown = p.unknownKept(r.Collected)
 	return r
 }
 
@@ -90,6 +96,9 @@ func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
 		}
 		records[j.ID] = j
 		p.Verdicts = append(p.Verdicts, v)
+		if j.UnknownSince != 0 {
+			p.unknown = append(p.unknown, UnknownJob{Job: j.ID, Since: time.Unix(0, j.UnknownSince).UTC(), LastWrite: time.Unix(0, j.LastWrite).UTC()})
+		}
 	}
 	now := c.now()
 	err = c.Store.Index.View(func(tx *index.Tx) error {
@@ -97,10 +106,21 @@ func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
 		collected := map[string]bool{} // the jobs whose record goes
 		for _, v := range p.Verdicts {
 			j := records[v.Job]
-			if !j.Gone() || now.Sub(time.Unix(0, j.Since)) < c.Grace {
+			var t *tree
+			switch {
+			case j.Gone() && now.Sub(time.Unix(0, j.Since)) >= c.Grace:
+				t = &tree{Candidate: Candidate{Job: *j, Verdict: v,
+					Why: fmt.Sprintf("gone since %s, for the grace period (%s)", stamp(j.Since), c.Grace)}, since: j.Since}
+			case c.unknownLongEnough(j, now):
+				// Only what was written before the cutoff goes, as for
+				// an executor's tree.
+				cutoff := now.Add(-c.CollectUnknownAfter).UnixNano()
+				t = &tree{Candidate: Candidate{Job: *j, Verdict: v,
+					Why: fmt.Sprintf("unknown to every oracle since %s and unwritten for %s (collect-unknown-after)", stamp(j.UnknownSince), c.CollectUnknownAfter)},
+					since: cutoff, unknown: true}
+			default:
 				continue
 			}
-			t := &tree{Candidate: Candidate{Job: *j, Verdict: v}, since: j.Since}
 			roots, err := tx.JobRoots(j.ID)
 			if err != nil {
 				return err
@@ -239,7 +259,7 @@ func (w *walk) executors(cutoff int64, collected map[string]bool) ([]*tree, erro
 			}
 			continue
 		}
-		t := &tree{Candidate: Candidate{Executor: e.ID}, since: cutoff}
+		t := &tree{Candidate: Candidate{Executor: e.ID, Why: fmt.Sprintf("every job it held is collected, nothing written since %s (the grace period)", stamp(cutoff))}, since: cutoff}
 		roots, err := w.tx.ExecutorRoots(e.ID)
 		if err != nil {
 			return nil, err
@@ -273,26 +293,51 @@ func executorGone(tx *index.Tx, e *index.Executor, cutoff int64, collected map[s
 // tally counts what each tree's removals remove: the names, and the files
 // whose last name they are, with their bytes. A file counts in the tree
 // whose removal brings the names removed in the run to its link count.
-// Both a plan and an executed run count with it; it returns those files.
+// A plan counts with it; it returns those files.
 func tally(trees []*tree) (lost []uint64) {
-	removed := map[uint64]uint32{}
+	c := counter{}
 	for _, t := range trees {
-		t.Names, t.Files, t.Bytes = 0, 0, 0
-		for _, r := range t.removals {
-			t.Names++
-			if r.isDir {
-				continue
-			}
-			removed[r.ino]++
-			if removed[r.ino] == r.nlink {
-				t.Files++
-				t.Bytes += r.size
-				lost = append(lost, r.ino)
-			}
+		lost = append(lost, c.count(t)...)
+	}
+	return lost
+}
+
+// counter is tally one tree at a time, as an execution removes them: the
+// names of each inode the trees counted so far removed.
+type counter map[uint64]uint32
+
+// count counts t's removals into t, and returns the files whose last name
+// they are.
+func (c counter) count(t *tree) (lost []uint64) {
+	t.Names, t.Files, t.Bytes = 0, 0, 0
+	for _, r := range t.removals {
+		t.Names++
+		if r.isDir {
+			continue
+		}
+		c[r.ino]++
+		if c[r.ino] == r.nlink {
+			t.Files++
+			t.Bytes += r.size
+			lost = append(lost, r.ino)
 		}
 	}
 	return lost
 }
+
+// unknownKept is p's unknown jobs but those collected.
+func (p *Plan) unknownKept(collected []Candidate) []UnknownJob {
+	out := []UnknownJob{}
+	for _, u := range p.unknown {
+		if !slices.ContainsFunc(collected, func(c Candidate) bool { return c.Executor == "" && c.Job.ID == u.Job && c.Kept == 0 }) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// stamp is ns nanoseconds since the epoch as an RFC 3339 time in UTC.
+func stamp(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339) }
 
 // frees is what a sweep would free once the files in lost lose their last
 // name: the chunk and object files no manifest refers to now, and those

@@ -22,6 +22,12 @@ import (
 // without a break (Since) and when the grace period after it ends
 // (CollectableAt): the first run from then on collects the job, so a job
 // gone for less than the grace period shows why it stays.
+//
+// NotFound says that the oracle answered and knows nothing of the job:
+// every Flink URL answered 404, the JobResultStore has no file for it, the
+// operator said nothing. A combined verdict has it when every oracle asked
+// has it: the job is unknown to every oracle, which no failure, no
+// SUSPENDED and no Live is.
 type JobVerdict struct {
 	Job           string        `json:"job"`
 	Verdict       index.Verdict `json:"verdict"`
@@ -31,4 +37,5 @@ type JobVerdict struct {
 	Failure       string        `json:"failure,omitempty"`
 	Since         time.Time     `json:"since,omitzero"`
 	CollectableAt time.Time     `json:"collectable_at,omitzero"`
+	NotFound      bool          `json:"not_found,omitempty"`
 }

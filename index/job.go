@@ -25,6 +25,10 @@ type Job struct {
 	Oracle    string  `json:"oracle,omitempty"`
 	Since     int64   `json:"since,omitempty"`
 	CheckedAt int64   `json:"checked_at,omitempty"`
+	// UnknownSince is when every oracle began to answer, without a break,
+	// that it knows nothing of the job (gc.JobVerdict.NotFound); 0 while
+	// any oracle knows it or fails to answer.
+	UnknownSince int64 `json:"unknown_since,omitempty"`
 	// Operator is what the operator said ("statefs job gone|live"):
 	// VerdictGone, VerdictLive, or VerdictUnknown for nothing; OperatorAt
 	// when.
@@ -71,6 +75,8 @@ type jobJSON struct {
 	Since      time.Time `json:"since,omitzero"`
 	CheckedAt  time.Time `json:"checked_at,omitzero"`
 	OperatorAt time.Time `json:"operator_at,omitzero"`
+
+	UnknownSince time.Time `json:"unknown_since,omitzero"`
 }
 
 func (j Job) MarshalJSON() ([]byte, error) {
@@ -78,6 +84,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 		storedJob:  storedJob(j),
 		FirstWrite: clock(j.FirstWrite), LastWrite: clock(j.LastWrite),
 		Since: clock(j.Since), CheckedAt: clock(j.CheckedAt), OperatorAt: clock(j.OperatorAt),
+		UnknownSince: clock(j.UnknownSince),
 	})
 }
 
@@ -89,6 +96,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 	*j = Job(v.storedJob)
 	j.FirstWrite, j.LastWrite = nanos(v.FirstWrite), nanos(v.LastWrite)
 	j.Since, j.CheckedAt, j.OperatorAt = nanos(v.Since), nanos(v.CheckedAt), nanos(v.OperatorAt)
+	j.UnknownSince = nanos(v.UnknownSince)
 	return nil
 }
 

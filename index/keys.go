@@ -34,6 +34,8 @@ import (
 //	e resource-id 0 ino     -> nothing: the same for an executor              rootKey, rootsPrefix, keyRoot
 //	J job-id                -> Job as JSON, times in ns (encodeJob, decodeJob) jobKey, keyString
 //	E resource-id           -> Executor as JSON                               executorKey, keyString
+//	C sequence              -> Collection as JSON, times in ns (storedCollection): the newest
+//	                           MaxCollections removals of the collector       collectionKey, keyCollection
 //
 //	a attic-directory-name  -> ino                                            atticKey, keyString
 //	h hold-id               -> Hold as JSON, At in ns (storedHold)            holdKey, keyString
@@ -62,6 +64,7 @@ const (
 	prefixExecutorRoot = 'e'
 	prefixJob          = 'J'
 	prefixExecutor     = 'E'
+	prefixCollection   = 'C'
 
 	prefixAttic = 'a'
 	prefixHold  = 'h'
@@ -128,6 +131,13 @@ func idByOwnerKey(encoded []byte) []byte { return append([]byte{prefixIDByOwner}
 func jobKey(id string) []byte { return append([]byte{prefixJob}, id...) }
 
 func executorKey(id string) []byte { return append([]byte{prefixExecutor}, id...) }
+
+// collectionKey is the key of the collection record numbered seq: records
+// sort oldest first.
+func collectionKey(seq uint64) []byte { return inoKey(prefixCollection, seq) }
+
+// keyCollection is the number of a collectionKey; false if k is not one.
+func keyCollection(k []byte) (uint64, bool) { return keyIno(k) }
 
 func atticKey(name string) []byte { return append([]byte{prefixAttic}, name...) }
 
