@@ -181,7 +181,7 @@ func (c *Collector) Judge(ctx context.Context, job string) (JobVerdict, error) {
 	if err != nil {
 		return v, err
 	}
-	return v, c.record(v)
+	return v, c.record(v, c.now())
 }
 
 // ask combines the answers of the oracles, the operator's word first,
@@ -202,14 +202,14 @@ func (c *Collector) ask(ctx context.Context, job string) (JobVerdict, error) {
 	return v, nil
 }
 
-// record writes verdict v into its job's record.
-func (c *Collector) record(v JobVerdict) error {
+// record writes verdict v, judged at now, into its job's record.
+func (c *Collector) record(v JobVerdict, now time.Time) error {
 	return c.Store.Index.Update(func(tx *index.Tx) error {
 		j, err := tx.Job(v.Job)
 		if err != nil {
 			return err
 		}
-		judged(j, v)
+		judged(j, v, now)
 		return tx.PutJob(j)
 	})
 }
@@ -217,13 +217,14 @@ func (c *Collector) record(v JobVerdict) error {
 // judged updates job record j with verdict v: the verdict, its evidence,
 // and since when it has held without a break; and since when every oracle
 // has known nothing of the job, without a break (any other answer, a
-// failure above all, ends that).
-func judged(j *index.Job, v JobVerdict) {
+// failure above all, ends that), by the collector's clock now, which
+// CollectUnknownAfter is measured with.
+func judged(j *index.Job, v JobVerdict, now time.Time) {
 	switch {
 	case !v.NotFound:
 		j.UnknownSince = 0
 	case j.UnknownSince == 0:
-		j.UnknownSince = v.At.UnixNano()
+		j.UnknownSince = now.UnixNano()
 	}
 	if j.Verdict != v.Verdict || j.Since == 0 {
 		j.Since = v.At.UnixNano()

@@ -25,7 +25,7 @@ func (c *Collector) Execute(ctx context.Context, p *Plan) (Report, error) {
 	// Objects freed meanwhile by the executor's own removals count too.
 	freedBefore, freedBytesBefore := c.Store.Freed()
 	for _, v := range p.Verdicts {
-		if err := c.record(v); err != nil && !errors.Is(err, index.ErrNotFound) {
+		if err := c.record(v, p.at); err != nil && !errors.Is(err, index.ErrNotFound) {
 			return r, err
 		}
 	}

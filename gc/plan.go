@@ -89,7 +89,7 @@ func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		judged(j, v)
+		judged(j, v, p.at)
 		if j.Gone() {
 			v.Since = time.Unix(0, j.Since).UTC()
 			v.CollectableAt = v.Since.Add(c.Grace)
