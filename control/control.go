@@ -50,6 +50,9 @@ type GCRequest struct {
 	FlinkURLs      []string      `json:"flink_urls,omitempty"`
 	JobResultStore string        `json:"job_result_store,omitempty"`
 	NotFoundIsGone bool          `json:"not_found_is_gone,omitempty"`
+	// CollectUnknownAfter is gc.Collector.CollectUnknownAfter: 0 keeps
+	// the jobs unknown to every oracle.
+	CollectUnknownAfter time.Duration `json:"collect_unknown_after,omitempty"`
 }
 
 // Check refuses a request the collector cannot run as asked: a negative
@@ -58,6 +61,9 @@ type GCRequest struct {
 func (r GCRequest) Check() error {
 	if r.Grace < 0 {
 		return errors.New("grace must not be negative")
+	}
+	if r.CollectUnknownAfter < 0 {
+		return errors.New("collect-unknown-after must not be negative")
 	}
 	for _, u := range r.FlinkURLs {
 		if err := gc.CheckFlinkURL(u); err != nil {
@@ -168,6 +174,10 @@ type Server struct {
 	// Scrubbing, if set, is told as a scrub pass goes how many of the
 	// store's chunks and objects it has read of how many (metrics).
 	Scrubbing func(done, total int)
+	// Log is where collector runs are logged; nil is slog's default. Now
+	// is the clock of the warnings about unknown jobs; nil is time.Now.
+	Log *slog.Logger
+	Now func() time.Time
 
 	// gcMu lets one collector run at a time, from the socket or the
 	// periodic timer, and Close waits for a run with it. It is the first
@@ -177,9 +187,12 @@ type Server struct {
 	// index's writer lock.
 	gcMu    sync.Mutex
 	scrubMu sync.Mutex
-	slots   chan struct{} // requests at work (admit)
-	srv     *http.Server
-	ln      net.Listener
+	// warned is when each job unknown to every oracle was last named in a
+	// warning (warnUnknown), under gcMu.
+	warned map[string]time.Time
+	slots  chan struct{} // requests at work (admit)
+	srv    *http.Server
+	ln     net.Listener
 
 	// closing is done once Close has begun: scrubs stop then, rather than
 	// hold the daemon's exit for the hours a pass can take.
@@ -275,6 +288,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /inspect", s.admitted(s.inspect))
 	mux.HandleFunc("GET /du", s.admitted(s.du))
 	mux.HandleFunc("GET /holds", s.admitted(s.holds))
+	mux.HandleFunc("GET /collected", s.admitted(s.collected))
 	mux.HandleFunc("POST /restore", s.restore)
 	mux.HandleFunc("POST /scrub", s.scrub)
 	return mux
@@ -359,6 +373,23 @@ func (s *Server) verdict(w http.ResponseWriter, r *http.Request) {
 	reply(w, struct{}{}, SetVerdict(s.Store, req))
 }
 
+func (s *Server) collected(w http.ResponseWriter, r *http.Request) {
+	cs, err := Collections(s.Store)
+	reply(w, cs, err)
+}
+
+// Collections lists the collector's latest removals the store records
+// (index.MaxCollections at most), oldest first.
+func Collections(s *store.Store) ([]*index.Collection, error) {
+	cs := []*index.Collection{}
+	err := s.Index.View(func(tx *index.Tx) error {
+		got, err := tx.Collections()
+		cs = append(cs, got...)
+		return err
+	})
+	return cs, err
+}
+
 func (s *Server) holds(w http.ResponseWriter, r *http.Request) {
 	hs, err := Holds(s.Store)
 	reply(w, hs, err)
@@ -412,30 +443,84 @@ func (s *Server) CollectEvery(ctx context.Context, interval time.Duration, req G
 		case <-t.C:
 		}
 		s.gcMu.Lock()
-		c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.FS}
-		report, err := c.Run(ctx)
-		s.gcMu.Unlock()
+		report, err := s.collector(req).Run(ctx)
 		s.ran("periodic", report, err)
+		s.gcMu.Unlock()
 	}
+}
+
+// collector is the collector req asks for, removing through s.FS.
+func (s *Server) collector(req GCRequest) *gc.Collector {
+	return &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.FS,
+		CollectUnknownAfter: req.CollectUnknownAfter, Log: s.Log}
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+// warnEvery is how often a job that stays unknown to every oracle is named
+// again in a warning.
+const warnEvery = 24 * time.Hour
+
+// warnUnknown names in a warning each job unknown to every oracle: the
+// first time a run finds it, and again once a day while it stays so. When
+// each was named is kept in memory, not in the index: a restarted daemon
+// names them all again at once, which whoever reads only the new
+// process's log needs, and a warning costs no write. A job that stops
+// being unknown is forgotten, and named at once if it becomes so again.
+// The caller holds gcMu.
+func (s *Server) warnUnknown(how string, unknown []gc.UnknownJob) {
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
+	warned := make(map[string]time.Time, len(unknown))
+	for _, u := range unknown {
+		last, ok := s.warned[u.Job]
+		if !ok || now.Sub(last) >= warnEvery {
+			last = now
+			s.log().Warn("collector: every oracle answers it knows nothing of a job; its state is kept (statefs job gone, or --collect-unknown-after)",
+				"run", how, "job", u.Job, "unknown_since", u.Since, "last_write", u.LastWrite)
+		}
+		warned[u.Job] = last
+	}
+	s.warned = warned
 }
 
 // ran tells the metrics of a collector run that was not dry, and logs it:
 // a failed run at error level, and each job no oracle could answer about
 // at warning level, naming the oracles and what went wrong, since such a
-// job's state is kept however long it has been gone.
+// job's state is kept however long it has been gone; and the jobs unknown
+// to every oracle (warnUnknown). The run's summary counts the jobs and
+// the executors' trees it collected apart; the collector logged each.
+// The caller holds gcMu.
 func (s *Server) ran(how string, report gc.Report, err error) {
 	if s.Collected != nil {
 		s.Collected(report, err)
 	}
 	unanswered := report.Unanswered()
 	for _, v := range unanswered {
-		slog.Warn("collector: no oracle could answer about a job; its state is kept", "run", how, "job", v.Job, "failure", v.Failure)
+		s.log().Warn("collector: no oracle could answer about a job; its state is kept", "run", how, "job", v.Job, "failure", v.Failure)
 	}
 	if err != nil {
-		slog.Error("collector run failed", "run", how, "err", err)
+		s.log().Error("collector run failed", "run", how, "err", err)
 		return
 	}
-	slog.Info("collector run", "run", how, "jobs_collected", len(report.Collected), "unanswered", len(unanswered),
+	s.warnUnknown(how, report.Unknown)
+	jobs, executors := 0, 0
+	for _, c := range report.Collected {
+		if c.Executor != "" {
+			executors++
+		} else {
+			jobs++
+		}
+	}
+	s.log().Info("collector run", "run", how, "jobs_collected", jobs, "executors_collected", executors,
+		"unanswered", len(unanswered), "unknown", len(report.Unknown),
 		"chunks_swept", report.Swept.Chunks, "bytes_freed", report.Swept.Bytes, "took", report.Took.Duration())
 }
 
@@ -453,7 +538,7 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	c := &gc.Collector{Store: s.Store, Oracles: req.Oracles(), Grace: req.Grace, Remover: s.FS}
+	c := s.collector(req)
 	if req.DryRun {
 		plan, err := c.Plan(r.Context())
 		if err != nil {
@@ -573,6 +658,12 @@ func (c *Client) SetVerdict(ctx context.Context, r VerdictRequest) error {
 func (c *Client) Holds(ctx context.Context) ([]*index.Hold, error) {
 	var hs []*index.Hold
 	return hs, c.call(ctx, http.MethodGet, "/holds", nil, &hs)
+}
+
+// Collections lists the collector's latest removals.
+func (c *Client) Collections(ctx context.Context) ([]*index.Collection, error) {
+	var cs []*index.Collection
+	return cs, c.call(ctx, http.MethodGet, "/collected", nil, &cs)
 }
 
 // Restore puts a held tree back.
