@@ -14,6 +14,7 @@ import (
 
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/gc"
+	"github.com/statefs/statefs/index"
 	"github.com/statefs/statefs/store"
 )
 
@@ -40,6 +41,7 @@ func collectorFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "flink-url", Usage: "a Flink REST `URL` the collector asks about jobs (repeat for several clusters)"},
 		&cli.StringFlag{Name: "job-result-store", Usage: "Flink HA's job-result-store `DIR`, if reachable here"},
 		&cli.BoolFlag{Name: "not-found-is-gone", Usage: "let a 404 from every Flink URL count as gone (after the grace period)"},
+		&cli.DurationFlag{Name: "collect-unknown-after", Usage: "also collect a job that every oracle has answered it knows nothing of, and nothing has written, for this long (0: never, the default)"},
 	}
 }
 
@@ -50,11 +52,16 @@ func collectorRequest(c *cli.Context) (control.GCRequest, error) {
 	if err != nil {
 		return control.GCRequest{}, err
 	}
+	unknownAfter, err := nonNegative(c, "collect-unknown-after")
+	if err != nil {
+		return control.GCRequest{}, err
+	}
 	req := control.GCRequest{
-		Grace:          grace,
-		FlinkURLs:      c.StringSlice("flink-url"),
-		JobResultStore: c.String("job-result-store"),
-		NotFoundIsGone: c.Bool("not-found-is-gone"),
+		Grace:               grace,
+		FlinkURLs:           c.StringSlice("flink-url"),
+		JobResultStore:      c.String("job-result-store"),
+		NotFoundIsGone:      c.Bool("not-found-is-gone"),
+		CollectUnknownAfter: unknownAfter,
 	}
 	if err := req.Check(); err != nil {
 		return req, fmt.Errorf("%w: --flink-url: %w", errUsage, err)
@@ -94,7 +101,7 @@ func runGC(c *cli.Context) error {
 	}
 	err = on(c,
 		func(s *store.Store) (err error) {
-			col := &gc.Collector{Store: s, Oracles: req.Oracles(), Grace: req.Grace}
+			col := &gc.Collector{Store: s, Oracles: req.Oracles(), Grace: req.Grace, CollectUnknownAfter: req.CollectUnknownAfter}
 			plan, err := col.Plan(c.Context)
 			if err != nil || req.DryRun {
 				if err == nil {
@@ -148,8 +155,17 @@ func runGC(c *cli.Context) error {
 				verb, cand.Executor, removed, cand.Kept)
 			continue
 		}
+		if cand.Verdict.Verdict != index.VerdictGone {
+			fmt.Fprintf(c.App.Writer, "%s job %s: %s (%s: %s); kept %d written since\n",
+				verb, cand.Job.ID, removed, cand.Why, cand.Verdict.Evidence, cand.Kept)
+			continue
+		}
 		fmt.Fprintf(c.App.Writer, "%s job %s: %s (verdict %s since %s: %s); kept %d written after it\n",
 			verb, cand.Job.ID, removed, cand.Verdict.Verdict, stamp(cand.Job.Since), cand.Verdict.Evidence, cand.Kept)
+	}
+	for _, u := range report.Unknown {
+		fmt.Fprintf(c.App.ErrWriter, "job %s: every oracle answers it knows nothing of it since %s, last written %s; its state is kept (statefs job gone %s, or --collect-unknown-after)\n",
+			u.Job, u.Since.Format(time.RFC3339), u.LastWrite.Format(time.RFC3339), u.Job)
 	}
 	fmt.Fprintf(c.App.Writer, "%s %d chunks and %d objects, %s, in %s\n", verb, report.Swept.Chunks, report.Swept.Objects, z.of(report.Swept.Bytes), report.Took.Duration().Round(time.Millisecond))
 	if o := report.Orphans; o.Files > 0 {

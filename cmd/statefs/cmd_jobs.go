@@ -15,13 +15,17 @@ import (
 
 func jobsCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "jobs",
-		Usage:        "list the jobs whose state the store holds, with their verdicts",
-		Flags:        []cli.Flag{storeFlag(), bytesFlag(), jsonFlag()},
+		Name:  "jobs",
+		Usage: "list the jobs whose state the store holds, with their verdicts",
+		Flags: []cli.Flag{storeFlag(), bytesFlag(), jsonFlag(),
+			&cli.BoolFlag{Name: "collected", Usage: "list instead the collector's latest removals (jobs and executors' trees): when, what and why"}},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return fmt.Errorf("%w: jobs takes no arguments", errUsage)
+			}
+			if c.Bool("collected") {
+				return printCollected(c)
 			}
 			var jobs []*index.Job
 			var du *store.DiskUsage // by job: what each job's state takes
@@ -72,6 +76,41 @@ func jobsCommand() *cli.Command {
 			return w.Flush()
 		},
 	}
+}
+
+// printCollected prints the collector's latest removals the store
+// records, oldest first: a table, or with --json the records.
+func printCollected(c *cli.Context) error {
+	var cs []*index.Collection
+	err := readStore(c,
+		func(s *store.Store) (err error) { cs, err = control.Collections(s); return err },
+		func(d *control.Client) (err error) { cs, err = d.Collections(c.Context); return err })
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if cs == nil {
+			cs = []*index.Collection{}
+		}
+		return enc.Encode(cs)
+	}
+	z := sizesOf(c)
+	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "COLLECTED\tJOB\tEXECUTOR\tVERDICT\tNAMES\tFILES\tSIZE\tKEPT\tWHY\tEVIDENCE")
+	for _, r := range cs {
+		job, verdict, evidence := r.Job, r.Verdict.String(), r.Evidence
+		if r.Executor != "" {
+			job, verdict, evidence = "-", "-", "-"
+		}
+		executor := r.Executor
+		if executor == "" {
+			executor = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", stamp(r.At), job, executor, verdict, r.Names, r.Files, z.of(r.Bytes), r.Kept, r.Why, evidence)
+	}
+	return w.Flush()
 }
 
 func stamp(ns int64) string {

@@ -247,7 +247,8 @@ func runMount(c *cli.Context) error {
 		defer stop()
 		go ctl.CollectEvery(ctx, opts.GCInterval, opts.GC)
 		slog.Info("collector on", "interval", opts.GCInterval, "grace", opts.GC.Grace, "flink_urls", opts.GC.FlinkURLs,
-			"job_result_store", opts.GC.JobResultStore, "not_found_is_gone", opts.GC.NotFoundIsGone)
+			"job_result_store", opts.GC.JobResultStore, "not_found_is_gone", opts.GC.NotFoundIsGone,
+			"collect_unknown_after", opts.GC.CollectUnknownAfter)
 		if len(opts.GC.Oracles()) == 0 {
 			slog.Warn("collector on with no oracle: only jobs the operator says are gone (statefs job gone) are collected")
 		}
