@@ -153,7 +153,7 @@ collector:
   grace: 1h
   flinkURLs: [http://flink-jobmanager.flink:8081, https://other-rest.flink:8081/]`},
 		{"node, collector on, a JobResultStore on an NFS volume", `
-collector: {interval: 5m, jobResultStore: /mnt/flink-ha/job-result-store}
+collector: {interval: 5m, jobResultStore: /mnt/flink-ha/job-result-store, unknownAfter: 168h}
 extraVolumes: [{name: flink-ha, nfs: {server: nfs.example.com, path: /exports/flink-ha}}]
 extraVolumeMounts: [{name: flink-ha, mountPath: /mnt/flink-ha/, readOnly: true}]
 extraArgs: [--scrub-rate=64MiB]`},
@@ -240,6 +240,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"a port out of range", `metricsPort: 70000`, "/metricsPort"},
 		{"a negative interval", `collector: {interval: -10m}`, "/collector/interval"},
 		{"an interval without a unit", `collector: {interval: "10"}`, "/collector/interval"},
+		{"a negative unknownAfter", `collector: {unknownAfter: -1h}`, "/collector/unknownAfter"},
 		{"a Flink URL without a scheme", `collector: {flinkURLs: [flink-jobmanager:8081]}`, "/collector/flinkURLs/0"},
 		{"a Flink URL that is not a list", `collector: {flinkURLs: http://flink-jobmanager:8081}`, "/collector/flinkURLs"},
 		{"hold deletes as a string", `holdDeletes: "yes"`, "/holdDeletes"},

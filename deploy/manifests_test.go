@@ -191,6 +191,7 @@ type chartValues struct {
 		Interval, Grace string
 		FlinkURLs       []string
 		JobResultStore  string
+		UnknownAfter    string
 	}
 	ExtraArgs         []string
 	ExtraVolumeMounts []corev1.VolumeMount
@@ -583,11 +584,12 @@ func checkDaemon(r *report, spec *corev1.PodSpec, daemon *corev1.Container, v *c
 		r.errorf("the daemon must hold deletes (--hold-deletes): Flink removes the local state a restarted TaskManager would use")
 	}
 	for flag, want := range map[string]string{
-		"gc-interval":      v.Collector.Interval,
-		"gc-grace":         v.Collector.Grace,
-		"job-result-store": v.Collector.JobResultStore,
-		"read-cache":       v.ReadCache,
-		"memory-limit":     v.MemoryLimit,
+		"gc-interval":           v.Collector.Interval,
+		"gc-grace":              v.Collector.Grace,
+		"job-result-store":      v.Collector.JobResultStore,
+		"collect-unknown-after": v.Collector.UnknownAfter,
+		"read-cache":            v.ReadCache,
+		"memory-limit":          v.MemoryLimit,
 	} {
 		if got := flagValue(args, flag); got != want {
 			r.errorf("daemon --%s %q, the values say %q", flag, got, want)

@@ -509,6 +509,17 @@ statefs_gc_runs_total{job="statefs",instance="a",result="failed"} 0x180
 statefs_gc_runs_total{job="statefs",instance="a",result="ok"} 0+1x180
 statefs_gc_runs_total{job="statefs",instance="a",result="unanswered"} 0x150 1x30`},
 
+	{"StatefsJobsUnknown", "a job unknown to every oracle for more than a day", 3 * time.Hour, true, `
+statefs_jobs_unknown{job="statefs",instance="a",age="under_1h"} 0x180
+statefs_jobs_unknown{job="statefs",instance="a",age="1h_to_1d"} 1x60 0x120
+statefs_jobs_unknown{job="statefs",instance="a",age="1d_to_7d"} 0x60 1x120
+statefs_jobs_unknown{job="statefs",instance="a",age="over_7d"} 0x180`},
+	{"StatefsJobsUnknown", "jobs unknown for less than a day", 3 * time.Hour, false, `
+statefs_jobs_unknown{job="statefs",instance="a",age="under_1h"} 2x180
+statefs_jobs_unknown{job="statefs",instance="a",age="1h_to_1d"} 3x180
+statefs_jobs_unknown{job="statefs",instance="a",age="1d_to_7d"} 0x180
+statefs_jobs_unknown{job="statefs",instance="a",age="over_7d"} 0x180`},
+
 	{"StatefsCollectorNotRunning", "on every 10 minutes, last run complete at 10 minutes", 2 * time.Hour, true, `
 statefs_gc_interval_seconds{job="statefs",instance="a"} 600x120
 statefs_gc_last_complete_timestamp_seconds{job="statefs",instance="a"} 0x10 600x110

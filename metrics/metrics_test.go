@@ -403,6 +403,43 @@ func TestStoreMetricsAreReadWhenScraped(t *testing.T) {
 	}
 }
 
+// statefs_jobs_unknown counts the jobs unknown to every oracle by how
+// long they have been so, in its fixed buckets, read at each scan.
+func TestJobsUnknownByAge(t *testing.T) {
+	f := storetest.NewWithObjects(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStoreCollector(f.S, 0, 0))
+	const id = "fedcba9876543210fedcba9876543210"
+	now := time.Now()
+	ages := map[string]time.Duration{ // job -> unknown for; 0: known
+		strings.Repeat("1", 32): 0,
+		strings.Repeat("2", 32): time.Minute,
+		strings.Repeat("3", 32): 2 * time.Hour,
+		strings.Repeat("4", 32): 3 * 24 * time.Hour,
+		strings.Repeat("5", 32): 4 * 24 * time.Hour,
+		strings.Repeat("6", 32): 30 * 24 * time.Hour,
+	}
+	for job, age := range ages {
+		f.Write("tm_a/localState/aid_"+id+"/jid_"+job+"/vtx_"+id+"_sti_0/chk_1/x", []byte("x"), 0, true)
+		err := f.S.Index.Update(func(tx *index.Tx) error {
+			j, err := tx.Job(job)
+			if err != nil || age == 0 {
+				return err
+			}
+			j.UnknownSince = now.Add(-age).UnixNano()
+			return tx.PutJob(j)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for age, want := range map[string]float64{"under_1h": 1, "1h_to_1d": 1, "1d_to_7d": 2, "over_7d": 1} {
+		if got := sample(t, reg, "statefs_jobs_unknown", "age", age); got != want {
+			t.Errorf("statefs_jobs_unknown{age=%q} = %v, want %v", age, got, want)
+		}
+	}
+}
+
 // The disk's size and free space are statfs's, read at each scrape, and
 // the reserve is what the two reserve files hold.
 func TestDiskMetricsAreReadWhenScraped(t *testing.T) {

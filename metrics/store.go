@@ -39,9 +39,33 @@ type storeCollector struct {
 
 // storeScan is what one scan found.
 type storeScan struct {
-	stats store.Stats
-	jobs  [index.VerdictGone + 1]int // by verdict
-	err   error
+	stats   store.Stats
+	jobs    [index.VerdictGone + 1]int // by verdict
+	unknown [len(unknownAges)]int      // jobs unknown to every oracle, by age
+	err     error
+}
+
+// unknownAges are the buckets of statefs_jobs_unknown: a job unknown to
+// every oracle (index.Job.UnknownSince) for at least from and less than the
+// next bucket's from. Fixed, so that an alert names the buckets past a day
+// and a dashboard stacks them.
+var unknownAges = [...]struct {
+	label string
+	from  time.Duration
+}{
+	{"under_1h", 0},
+	{"1h_to_1d", time.Hour},
+	{"1d_to_7d", 24 * time.Hour},
+	{"over_7d", 7 * 24 * time.Hour},
+}
+
+// unknownAge is the bucket of a job unknown to every oracle for d.
+func unknownAge(d time.Duration) int {
+	i := 0
+	for i+1 < len(unknownAges) && d >= unknownAges[i+1].from {
+		i++
+	}
+	return i
 }
 
 var (
@@ -85,6 +109,8 @@ var (
 		"Bytes the store's reserve files hold for the index now: the whole reserve (an eighth of the disk, 128 MiB at most) while the disk has room, half of it once the free space fell below half the reserve, 0 once the disk is full.", nil, nil)
 	descJobs = prometheus.NewDesc("statefs_jobs",
 		"Jobs the store holds state of, by their latest verdict: live, unknown or gone.", []string{"verdict"}, nil)
+	descJobsUnknown = prometheus.NewDesc("statefs_jobs_unknown",
+		"Jobs that every oracle answers it knows nothing of (a 404 from every Flink URL, no file in the JobResultStore, no word from the operator), by how long they have been so without a break: under_1h, 1h_to_1d, 1d_to_7d, over_7d. Their state is kept unless the operator says they are gone or sets --collect-unknown-after.", []string{"age"}, nil)
 )
 
 func newStoreCollector(s *store.Store, interval time.Duration, factor int) *storeCollector {
@@ -96,7 +122,7 @@ var _ prometheus.Collector = (*storeCollector)(nil)
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStagingBytes, descStagingFiles, descSealBacklog, descFiles,
 		descOrphans, descOrphanBytes, descLogical, descPhysical, descSavedRatio, descChunks, descChunkBytes,
-		descObjects, descObjectBytes, descQuarantined, descJobs, descScanAge,
+		descObjects, descObjectBytes, descQuarantined, descJobs, descJobsUnknown, descScanAge,
 		descDiskFull, descDiskSize, descDiskFree, descDiskReserve} {
 		ch <- d
 	}
@@ -142,6 +168,9 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for v, n := range scan.jobs {
 		gauge(descJobs, float64(n), index.Verdict(v).String())
 	}
+	for i, n := range scan.unknown {
+		gauge(descJobsUnknown, float64(n), unknownAges[i].label)
+	}
 }
 
 // scan reads the store, or returns the last scan if it is younger than
@@ -160,6 +189,9 @@ func (c *storeCollector) scan() (storeScan, time.Time) {
 		jobs, scan.err = c.store.Jobs()
 		for _, j := range jobs {
 			scan.jobs[j.Verdict]++ // a record decodes to one of the three
+			if j.UnknownSince != 0 {
+				scan.unknown[unknownAge(start.Sub(time.Unix(0, j.UnknownSince)))]++
+			}
 		}
 	}
 	c.scanned, c.took, c.last = time.Now(), time.Since(start), scan

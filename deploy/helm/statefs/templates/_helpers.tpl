@@ -57,6 +57,7 @@ checks every caller against the modes (default_permissions).
 {{- include "statefs.jobResultStoreIsMounted" $v }}
 {{- $args = append $args (printf "--job-result-store=%s" .) }}
 {{- end -}}
+{{- with $v.collector.unknownAfter }}{{ $args = append $args (printf "--collect-unknown-after=%s" .) }}{{ end -}}
 {{- if $v.holdDeletes }}{{ $args = append $args "--hold-deletes" }}{{ end -}}
 {{- $args = concat $args $v.extraArgs (list .mnt) -}}
 {{- toYaml $args }}
