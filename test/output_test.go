@@ -15,7 +15,7 @@ import (
 // seconds, and empty lists as [] (no null anywhere).
 var (
 	printedKey  = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-	printedTime = regexp.MustCompile(`^(at|since|first_write|last_write|[a-z]*time|[a-z_]+_at)$`)
+	printedTime = regexp.MustCompile(`^(at|since|first_write|last_write|[a-z]*time|[a-z_]+_at|[a-z_]+_since)$`)
 	printedSecs = []string{"took", "grace", "interval"}
 )
 

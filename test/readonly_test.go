@@ -12,7 +12,7 @@ import (
 )
 
 // The commands that only read a store (jobs, du, inspect, held, fsck
-// without --repair, scrub) change none of its files when no daemon serves
+// without --repair, scrub, jobs --collected) change none of its files when no daemon serves
 // it: no recovery, no free-space reserve, no index writes; what they print
 // as JSON keeps to one style (printedJSONProblems). That holds
 // after a clean unmount, and after a kill, whose state they read as the
@@ -34,7 +34,7 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 	waitHolds(t, m, 1)
 
 	commands := [][]string{
-		{"jobs"}, {"jobs", "--json"}, {"du"}, {"du", "--by", "allocation", "--json"},
+		{"jobs"}, {"jobs", "--json"}, {"jobs", "--collected"}, {"jobs", "--collected", "--json"}, {"du"}, {"du", "--by", "allocation", "--json"},
 		{"inspect", sst}, {"inspect", "--json", filepath.Dir(sst)},
 		{"held"}, {"held", "--json"},
 		{"fsck"}, {"fsck", "--verify", "--json"}, {"scrub"}, {"scrub", "--json"},
