@@ -230,3 +230,65 @@ func TestCollectUnknownAfter(t *testing.T) {
 		})
 	}
 }
+
+// The execution judges a job planned under CollectUnknownAfter again right
+// before its deletion: a write, or an oracle that knows the job, since the
+// plan keeps it.
+func TestCollectUnknownAfterChecksAgain(t *testing.T) {
+	const after = time.Hour
+	for _, c := range []struct {
+		name    string
+		between func(f *fixture, o *notFound, first time.Time)
+	}{
+		{"a write", func(f *fixture, o *notFound, first time.Time) {
+			err := f.S.Index.Update(func(tx *index.Tx) error {
+				j, err := tx.Job(jobA)
+				if err != nil {
+					return err
+				}
+				j.LastWrite = first.Add(after).UnixNano()
+				return tx.PutJob(j)
+			})
+			if err != nil {
+				f.T.Fatal(err)
+			}
+		}},
+		{"a failure", func(f *fixture, o *notFound, first time.Time) { o.fail(true) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.build(gcTree...)
+			before := f.paths()
+			o := &notFound{}
+			col := f.collector(o)
+			col.CollectUnknownAfter = after
+			first := time.Now()
+			col.Now = func() time.Time { return first }
+			f.run(col, false)
+			col.Now = func() time.Time { return first.Add(after + time.Minute) }
+			p, err := col.Plan(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if planned := p.Report().Collected; len(planned) == 0 {
+				t.Fatalf("the plan collects nothing, want jobs A and B")
+			}
+			c.between(f, o, first)
+			r, err := col.Execute(context.Background(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cand := range r.Collected {
+				if cand.Job.ID == jobA {
+					t.Errorf("collected job A after %s since the plan: %s", c.name, collected(r.Collected))
+				}
+			}
+			want := only(before, jobATrees...)
+			got := only(f.paths(), jobATrees...)
+			if len(got) != len(want) {
+				t.Errorf("job A's state: %d paths left of %d", len(got), len(want))
+			}
+			f.check()
+		})
+	}
+}
