@@ -316,6 +316,9 @@ func TestCheckFindsEachProblem(t *testing.T) {
 		{"job root missing", []string{ProblemJobRoot}, func(f *checkFixture, tx *Tx) error {
 			return tx.del(jobRootKey(checkJob, f.ino(checkRock)))
 		}},
+		{"collection record that does not decode", []string{ProblemCollection}, func(f *checkFixture, tx *Tx) error {
+			return tx.set(collectionKey(1), []byte("{"))
+		}},
 		{"extended attribute of no inode", []string{ProblemXattr}, func(f *checkFixture, tx *Tx) error {
 			return tx.SetXattr(999_999, "user.k", nil)
 		}},
