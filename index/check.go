@@ -42,6 +42,7 @@ const (
 	ProblemJobRoot        = "job-root"        // a job root that is not one, or a job's directory that should be one and is not
 	ProblemJob            = "job"             // a job record that does not decode
 	ProblemExecutor       = "executor"        // an executor record that does not decode
+	ProblemCollection     = "collection"      // a collection record that does not decode, or whose key is not a number
 	ProblemXattr          = "xattr"           // an extended attribute of an inode that does not exist
 	ProblemHold           = "hold"            // a hold record and the held directory's entries do not agree
 )
@@ -321,6 +322,14 @@ func (c *checker) load(tx *Tx) error {
 				c.add(ProblemJob, "job record %q: %v", keyString(k), err)
 			} else if j.ID != keyString(k) {
 				c.add(ProblemJob, "job record %q holds job %q", keyString(k), j.ID)
+			}
+		}},
+		{prefixCollection, func(k, v []byte) {
+			var rec Collection
+			if _, ok := keyCollection(k); !ok {
+				c.add(ProblemCollection, "collection record key %x is corrupt", k)
+			} else if err := json.Unmarshal(v, (*storedCollection)(&rec)); err != nil {
+				c.add(ProblemCollection, "collection record %x: %v", k, err)
 			}
 		}},
 		{prefixExecutor, func(k, v []byte) {
