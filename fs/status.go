@@ -63,6 +63,7 @@ func (f *FS) newStatusDir(ctx context.Context, parent *gofs.Inode) *gofs.Inode {
 		{"stats.json", func() (any, error) { return f.store.Stats() }},
 		{"jobs.json", func() (any, error) { return f.jobs() }},
 		{"inventory.json", func() (any, error) { return f.store.Inventory() }},
+		{"collected.json", func() (any, error) { return f.collected() }},
 	}
 	for i, v := range views {
 		ino := statusDirIno + 1 + uint64(i)
@@ -83,6 +84,19 @@ func (f *FS) jobs() ([]*index.Job, error) {
 		jobs = []*index.Job{}
 	}
 	return jobs, err
+}
+
+// collected is what collected.json shows: the collector's latest removals
+// the index records (index.MaxCollections at most), oldest first, [] for
+// none; statefs jobs --collected prints the same.
+func (f *FS) collected() ([]*index.Collection, error) {
+	cs := []*index.Collection{}
+	err := f.store.Index.View(func(tx *index.Tx) error {
+		got, err := tx.Collections()
+		cs = append(cs, got...)
+		return err
+	})
+	return cs, err
 }
 
 // viewTimeout is how long the kernel may cache the names and attributes of

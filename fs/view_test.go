@@ -141,7 +141,7 @@ func TestStatusJSON(t *testing.T) {
 	if bit := k.readStatusFile(statusDirName+"/status.json", 7); !bytes.Equal(bit, whole) {
 		t.Errorf("status.json read 7 bytes at a time differs:\n%s\n%s", bit, whole)
 	}
-	for _, name := range []string{"stats.json", "jobs.json", "inventory.json"} {
+	for _, name := range []string{"stats.json", "jobs.json", "inventory.json", "collected.json"} {
 		var v any
 		if b := k.readStatusFile(statusDirName+"/"+name, 1<<16); json.Unmarshal(b, &v) != nil {
 			t.Errorf("%s is not JSON: %s", name, b)
@@ -151,7 +151,7 @@ func TestStatusJSON(t *testing.T) {
 	if errno != 0 {
 		t.Fatalf("readdir of .statefs: %v", errno)
 	}
-	for _, name := range []string{"status.json", "stats.json", "jobs.json", "inventory.json", "jobs", heldDirName} {
+	for _, name := range []string{"status.json", "stats.json", "jobs.json", "inventory.json", "collected.json", "jobs", heldDirName} {
 		if _, ok := names[name]; !ok {
 			t.Errorf("readdir of .statefs: %v, no %s", names, name)
 		}

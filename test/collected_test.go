@@ -1,6 +1,7 @@
 package test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -77,6 +78,9 @@ func TestJobsCollectedAfterGC(t *testing.T) {
 	require.Positive(t, rec.Files)
 	require.Positive(t, rec.Bytes)
 	require.WithinDuration(t, time.Now(), rec.At, time.Minute)
+	var view []collectedRecord
+	require.NoError(t, json.Unmarshal(fileBytes(t, m.Path(".statefs", "collected.json")), &view))
+	require.Equal(t, recs, view, ".statefs/collected.json")
 
 	// Offline, the same; and the operator's opt-in collects the unknown
 	// job, then the executor's tree no job holds any more.

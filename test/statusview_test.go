@@ -34,7 +34,7 @@ func TestStatusView(t *testing.T) {
 	require.Equal(t, "unknown", job["verdict"])
 	require.Equal(t, []any{"tm-1"}, job["executors"])
 	// The views print JSON as the commands' --json do.
-	for _, view := range [][]string{{"status.json"}, {"stats.json"}, {"jobs.json"}, {"inventory.json"}, {"jobs", jobGone, "status.json"}} {
+	for _, view := range [][]string{{"status.json"}, {"stats.json"}, {"jobs.json"}, {"inventory.json"}, {"collected.json"}, {"jobs", jobGone, "status.json"}} {
 		p := filepath.Join(view...)
 		require.Empty(t, printedJSONProblems(".statefs/"+p, string(fileBytes(t, m.Path(append([]string{".statefs"}, view...)...)))))
 	}
