@@ -333,8 +333,7 @@ func (c *checker) load(tx *Tx) error {
 			}
 		}},
 		{prefixExecutor, func(k, v []byte) {
-			var e Executor
-			if err := json.Unmarshal(v, &e); err != nil {
+			if e, err := decodeExecutor(v); err != nil {
 				c.add(ProblemExecutor, "executor record %q: %v", keyString(k), err)
 			} else if e.ID != keyString(k) {
 				c.add(ProblemExecutor, "executor record %q holds executor %q", keyString(k), e.ID)

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/statefs/statefs/owner"
 )
 
 // A format 1 index (dirents without when their names were made) opens as
@@ -170,6 +172,69 @@ func TestJobRecordStringVerdicts(t *testing.T) {
 				}
 				if back, err := tx.Job(id); err != nil || !reflect.DeepEqual(*back, tc.want) {
 					t.Errorf("written back, the record reads %+v, %v; want %+v", back, err, tc.want)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Executor records written before executors had verdicts read as unknown,
+// nothing said, and keep what they held when written back; a record with
+// a verdict keeps it through a write noted under its executor, which only
+// moves its last write.
+func TestExecutorRecordVerdicts(t *testing.T) {
+	const id = "tm-1"
+	for _, tc := range []struct {
+		name   string
+		record string
+		want   Executor
+	}{
+		{
+			"written before verdicts",
+			`{"id":"tm-1","last_write":5,"jobs":["j"]}`,
+			Executor{ID: id, LastWrite: 5, Jobs: []string{"j"}},
+		},
+		{
+			"judged, operator said gone",
+			`{"id":"tm-1","last_write":5,"verdict":"gone","evidence":"operator: statefs executor gone","oracle":"operator",` +
+				`"since":7,"checked_at":8,"operator":"gone","operator_at":6}`,
+			Executor{ID: id, LastWrite: 5, Verdict: VerdictGone, Evidence: "operator: statefs executor gone", Oracle: "operator",
+				Since: 7, CheckedAt: 8, Operator: VerdictGone, OperatorAt: 6},
+		},
+		{
+			"no names",
+			`{"id":"tm-1","last_write":5,"verdict":"Gone","operator":""}`,
+			Executor{ID: id, LastWrite: 5},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			err = db.Update(func(tx *Tx) error {
+				if err := tx.set(executorKey(id), []byte(tc.record)); err != nil {
+					return err
+				}
+				got, err := tx.Executor(id)
+				if err != nil || !reflect.DeepEqual(*got, tc.want) {
+					t.Errorf("Executor = %+v, %v\nwant       %+v", got, err, tc.want)
+				}
+				if all, err := tx.Executors(); err != nil || len(all) != 1 || !reflect.DeepEqual(*all[0], tc.want) {
+					t.Errorf("Executors = %+v, %v; want the one record", all, err)
+				}
+				if err := tx.NoteWrite(owner.Owner{Level: owner.LevelExecutor, Executor: id}, 9); err != nil {
+					return err
+				}
+				want := tc.want
+				want.LastWrite = 9
+				if back, err := tx.Executor(id); err != nil || !reflect.DeepEqual(*back, want) {
+					t.Errorf("after a write noted, the record reads %+v, %v; want %+v", back, err, want)
 				}
 				return nil
 			})

@@ -129,7 +129,8 @@ func FuzzOwnerRecord(f *testing.F) {
 func FuzzJSONRecords(f *testing.F) {
 	job := &Job{ID: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", FirstWrite: 1, LastWrite: 2, Executors: []string{"tm-1"}, Verdict: VerdictGone, Since: 3, Operator: VerdictLive}
 	hold := &Hold{ID: "0000000000000001", Ino: 9, Path: "tm_1/localState/aid_x", Jobs: []string{"j"}, At: 1, Files: 2, Bytes: -1, Dropping: "ttl"}
-	for _, v := range []any{job, (*storedJob)(job), &Executor{ID: "tm-1", LastWrite: 5, Jobs: []string{"j"}}, hold, (*storedHold)(hold)} {
+	executor := &Executor{ID: "tm-1", LastWrite: 5, Jobs: []string{"j"}, Verdict: VerdictLive, Since: 4, Operator: VerdictGone, OperatorAt: 3}
+	for _, v := range []any{job, (*storedJob)(job), executor, (*storedExecutor)(executor), hold, (*storedHold)(hold)} {
 		b, err := json.Marshal(v)
 		if err != nil {
 			f.Fatal(err)
@@ -151,7 +152,10 @@ func FuzzJSONRecords(f *testing.F) {
 			return form{"stored job", func(b []byte) (any, error) { return decodeJob(b) }, func(v any) ([]byte, error) { return encodeJob(v.(*Job)) }}
 		},
 		func() form { return form{"printed job", into(&Job{}), printed} },
-		func() form { return form{"executor", into(&Executor{}), printed} },
+		func() form {
+			return form{"stored executor", func(b []byte) (any, error) { return decodeExecutor(b) }, func(v any) ([]byte, error) { return encodeExecutor(v.(*Executor)) }}
+		},
+		func() form { return form{"printed executor", into(&Executor{}), printed} },
 		func() form {
 			return form{"stored hold", func(b []byte) (any, error) { return decodeHold(b) }, func(v any) ([]byte, error) { return json.Marshal((*storedHold)(v.(*Hold))) }}
 		},

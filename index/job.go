@@ -166,11 +166,83 @@ func (tx *Tx) Jobs() ([]*Job, error) {
 }
 
 // Executor is what the index knows about one executor's tree
-// (tm_<resource-id>): when it was last written and which jobs it held.
+// (tm_<resource-id>): when it was last written, which jobs it held, and
+// the latest verdict about whether its TaskManager still lives, with the
+// operator's word, as a Job has them. Times are nanoseconds since the
+// epoch, 0 for not set. A record written before executors had verdicts
+// reads as unknown, nothing said.
 type Executor struct {
 	ID        string   `json:"id"`
 	LastWrite int64    `json:"last_write"`
 	Jobs      []string `json:"jobs,omitempty"`
+	// Verdict is the latest combined verdict about the executor's
+	// TaskManager (package gc judges); Since is when it began to hold
+	// without a break, CheckedAt when it was last confirmed.
+	Verdict   Verdict `json:"verdict"`
+	Evidence  string  `json:"evidence,omitempty"`
+	Oracle    string  `json:"oracle,omitempty"`
+	Since     int64   `json:"since,omitempty"`
+	CheckedAt int64   `json:"checked_at,omitempty"`
+	// Operator is what the operator said ("statefs executor gone|live"),
+	// VerdictUnknown for nothing; OperatorAt when.
+	Operator   Verdict `json:"operator,omitempty"`
+	OperatorAt int64   `json:"operator_at,omitempty"`
+}
+
+// Gone reports whether the latest verdict about e is that its TaskManager
+// is gone.
+func (e *Executor) Gone() bool { return e.Verdict == VerdictGone }
+
+// An executor record is kept as JSON with its times in nanoseconds, as a
+// job's is (storedExecutor); Executor's JSON, which statefs prints and the
+// control socket carries, gives them as RFC 3339 times (executorJSON).
+type storedExecutor Executor
+
+func encodeExecutor(e *Executor) ([]byte, error) { return json.Marshal((*storedExecutor)(e)) }
+
+// decodeExecutor decodes a record as PutExecutor writes it; a verdict
+// that is no verdict's name reads as VerdictUnknown, as in decodeJob.
+func decodeExecutor(b []byte) (*Executor, error) {
+	var rec struct {
+		storedExecutor
+		Verdict  string `json:"verdict"`
+		Operator string `json:"operator"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, err
+	}
+	e := Executor(rec.storedExecutor)
+	e.Verdict, e.Operator = storedVerdict(rec.Verdict), storedVerdict(rec.Operator)
+	return &e, nil
+}
+
+// executorJSON is Executor as statefs prints it: times in RFC 3339, those
+// not set left out.
+type executorJSON struct {
+	storedExecutor
+	LastWrite  time.Time `json:"last_write"`
+	Since      time.Time `json:"since,omitzero"`
+	CheckedAt  time.Time `json:"checked_at,omitzero"`
+	OperatorAt time.Time `json:"operator_at,omitzero"`
+}
+
+func (e Executor) MarshalJSON() ([]byte, error) {
+	return json.Marshal(executorJSON{
+		storedExecutor: storedExecutor(e),
+		LastWrite:      clock(e.LastWrite),
+		Since:          clock(e.Since), CheckedAt: clock(e.CheckedAt), OperatorAt: clock(e.OperatorAt),
+	})
+}
+
+func (e *Executor) UnmarshalJSON(b []byte) error {
+	var v executorJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = Executor(v.storedExecutor)
+	e.LastWrite = nanos(v.LastWrite)
+	e.Since, e.CheckedAt, e.OperatorAt = nanos(v.Since), nanos(v.CheckedAt), nanos(v.OperatorAt)
+	return nil
 }
 
 // Executor reads the record of executor id; ErrNotFound if none.
@@ -179,16 +251,24 @@ func (tx *Tx) Executor(id string) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Executor{}
-	return e, json.Unmarshal(b, e)
+	return decodeExecutor(b)
+}
+
+// PutExecutor writes e.
+func (tx *Tx) PutExecutor(e *Executor) error {
+	b, err := encodeExecutor(e)
+	if err != nil {
+		return err
+	}
+	return tx.set(executorKey(e.ID), b)
 }
 
 // Executors lists every executor record, ordered by id.
 func (tx *Tx) Executors() ([]*Executor, error) {
 	var es []*Executor
 	err := tx.scan(kindPrefix(prefixExecutor), true, func(_, v []byte) (bool, error) {
-		e := &Executor{}
-		if err := json.Unmarshal(v, e); err != nil {
+		e, err := decodeExecutor(v)
+		if err != nil {
 			return false, err
 		}
 		es = append(es, e)
@@ -215,11 +295,7 @@ func (tx *Tx) noteExecutorWrite(o owner.Owner, now int64) error {
 	if o.Job != "" && !slices.Contains(e.Jobs, o.Job) {
 		e.Jobs = append(e.Jobs, o.Job)
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	return tx.set(executorKey(e.ID), b)
+	return tx.PutExecutor(e)
 }
 
 // NoteWrite records that state owned by o was written at now: the job's

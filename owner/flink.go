@@ -62,7 +62,7 @@ func flinkOwner(path string) Owner {
 			root, rest, more = strings.Cut(inside, "/")
 		}
 	}
-	if rid, ok := strings.CutPrefix(root, "localState_"); ok && isResourceID(rid) {
+	if rid, ok := strings.CutPrefix(root, "localState_"); ok && IsResourceID(rid) {
 		o.Executor, o.Level = rid, LevelExecutor
 		if more {
 			flinkLocalState(&o, rest)
@@ -70,7 +70,7 @@ func flinkOwner(path string) Owner {
 		return o
 	}
 	rid, ok := strings.CutPrefix(root, "tm_")
-	if !ok || !isResourceID(rid) {
+	if !ok || !IsResourceID(rid) {
 		return o
 	}
 	o.Executor, o.Level = rid, LevelExecutor
@@ -167,9 +167,11 @@ const (
 	maxResourceID = 255 // a path component's limit
 )
 
-// isResourceID reports whether s is a resource id as statefs accepts it:
+// IsResourceID reports whether s is a resource id as statefs accepts it:
 // [A-Za-z0-9._-]{1,255}, but neither "." nor "..", which name no directory.
-func isResourceID(s string) bool {
+// The collector's oracles refuse any other executor id, as they refuse any
+// job id IsFlinkID does not accept.
+func IsResourceID(s string) bool {
 	if len(s) == 0 || len(s) > maxResourceID || s == "." || s == ".." {
 		return false
 	}
