@@ -1,10 +1,12 @@
-// Package gc decides which jobs are gone and removes their state: oracles
-// (Flink's REST API, Flink HA's JobResultStore, the operator's word) give
-// verdicts with evidence, and the Collector removes the state of a job
-// whose combined verdict has been gone without a break for the grace
-// period, and was gone again when asked right before (DESIGN invariant 4);
-// then the trees of executors that no job holds any more, and the chunks
-// nothing refers to. A run is a plan (plan.go: what goes and what it
+// Package gc decides which jobs and executors are gone and removes their
+// state: oracles (Flink's REST API, Flink HA's JobResultStore, the
+// operator's word) give verdicts with evidence, and the Collector removes
+// the state of a job whose combined verdict has been gone without a break
+// for the grace period, and was gone again when asked right before (DESIGN
+// invariant 4); then the tree of each executor judged the same way (its
+// TaskManager confirmed gone: no Flink lists it, or the operator says so)
+// that no job holds any more and nothing wrote within the grace period;
+// then the chunks nothing refers to. A run is a plan (plan.go: what goes and what it
 // frees, from one snapshot of the index, changing nothing; a dry run
 // prints it) and its execution (execute.go: every verdict and every name
 // checked again as it is removed). It removes through a Remover: the
@@ -72,10 +74,14 @@ type Candidate struct {
 	Executor string     `json:"executor,omitempty"` // set for an executor's tree
 	Verdict  JobVerdict `json:"verdict"`
 	Why      string     `json:"why"` // the rule that lets it go
-	Names    int        `json:"names"`
-	Files    int        `json:"files"`
-	Bytes    int64      `json:"bytes"` // logical bytes of Files
-	Kept     int        `json:"kept"`  // names kept: made or written after the verdict
+	// For an executor's tree: its record as judged when planned (its
+	// verdict, since when), and the verdict asked right before removal.
+	ExecutorRecord  *index.Executor  `json:"executor_record,omitempty"`
+	ExecutorVerdict *ExecutorVerdict `json:"executor_verdict,omitempty"`
+	Names           int              `json:"names"`
+	Files           int              `json:"files"`
+	Bytes           int64            `json:"bytes"` // logical bytes of Files
+	Kept            int              `json:"kept"`  // names kept: made or written after the verdict
 }
 
 // Orphans are the files a run removed that were still open: their content
@@ -88,8 +94,9 @@ type Orphans struct {
 // Report is what one run of the collector did, or what a plan would do
 // (Plan.Report).
 type Report struct {
-	Verdicts  []JobVerdict `json:"verdicts"`
-	Collected []Candidate  `json:"collected"`
+	Verdicts  []JobVerdict      `json:"verdicts"`
+	Executors []ExecutorVerdict `json:"executors"`
+	Collected []Candidate       `json:"collected"`
 	// Unknown are the jobs unknown to every oracle that the run keeps.
 	Unknown []UnknownJob `json:"unknown"`
 	Orphans Orphans      `json:"orphans"`
@@ -132,6 +139,19 @@ func (s Seconds) Duration() time.Duration { return time.Duration(s) }
 func (r Report) Unanswered() []JobVerdict {
 	var out []JobVerdict
 	for _, v := range r.Verdicts {
+		if v.Failure != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// UnansweredExecutors are the executor verdicts of r for which no oracle
+// could answer: their trees are kept however long their TaskManagers have
+// been gone.
+func (r Report) UnansweredExecutors() []ExecutorVerdict {
+	var out []ExecutorVerdict
+	for _, v := range r.Executors {
 		if v.Failure != "" {
 			out = append(out, v)
 		}
@@ -272,5 +292,74 @@ func (o operator) Judge(ctx context.Context, job string) JobVerdict {
 	v.NotFound = false
 	v.Verdict = o.job.Operator
 	v.Evidence = fmt.Sprintf("operator: statefs job %s at %s", o.job.Operator, time.Unix(0, o.job.OperatorAt).UTC().Format(time.RFC3339))
+	return v
+}
+
+// JudgeExecutor asks the oracles about executor and records the combined
+// verdict in its record, as Judge does for a job.
+func (c *Collector) JudgeExecutor(ctx context.Context, executor string) (ExecutorVerdict, error) {
+	v, err := c.askExecutor(ctx, executor)
+	if err != nil {
+		return v, err
+	}
+	return v, c.recordExecutor(v)
+}
+
+// askExecutor combines the answers of the oracles, the operator's word
+// first, about executor; it records nothing.
+func (c *Collector) askExecutor(ctx context.Context, executor string) (ExecutorVerdict, error) {
+	var rec *index.Executor
+	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
+		rec, err = tx.Executor(executor)
+		return err
+	})
+	if err != nil {
+		return ExecutorVerdict{}, err
+	}
+	return CombineExecutor(ctx, executor, append([]Oracle{executorOperator{rec}}, c.Oracles...)...), nil
+}
+
+// recordExecutor writes verdict v into its executor's record.
+func (c *Collector) recordExecutor(v ExecutorVerdict) error {
+	return c.Store.Index.Update(func(tx *index.Tx) error {
+		e, err := tx.Executor(v.Executor)
+		if err != nil {
+			return err
+		}
+		judgedExecutor(e, v)
+		return tx.PutExecutor(e)
+	})
+}
+
+// judgedExecutor updates executor record e with verdict v as judged does
+// a job's.
+func judgedExecutor(e *index.Executor, v ExecutorVerdict) {
+	if e.Verdict != v.Verdict || e.Since == 0 {
+		e.Since = v.At.UnixNano()
+		if v.Verdict == index.VerdictGone && e.Operator == index.VerdictGone {
+			e.Since = min(e.Since, e.OperatorAt)
+		}
+	}
+	e.Verdict, e.Evidence, e.Oracle = v.Verdict, v.Evidence, v.Oracle
+	e.CheckedAt = v.At.UnixNano()
+}
+
+// executorOperator is the operator's word about an executor (statefs
+// executor gone|live) as one more oracle; about jobs it says nothing.
+type executorOperator struct{ e *index.Executor }
+
+func (o executorOperator) Name() string { return "operator" }
+
+func (o executorOperator) Judge(ctx context.Context, job string) JobVerdict {
+	return JobVerdict{Job: job, Oracle: o.Name(), At: time.Now(), Evidence: "operator: nothing said"}
+}
+
+func (o executorOperator) JudgeExecutor(ctx context.Context, executor string) ExecutorVerdict {
+	v := ExecutorVerdict{Executor: executor, Oracle: o.Name(), At: time.Now(), Evidence: "operator: nothing said"}
+	if o.e == nil || o.e.Operator == index.VerdictUnknown {
+		return v
+	}
+	v.Verdict = o.e.Operator
+	v.Evidence = fmt.Sprintf("operator: statefs executor %s at %s", o.e.Operator, time.Unix(0, o.e.OperatorAt).UTC().Format(time.RFC3339))
 	return v
 }

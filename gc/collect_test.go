@@ -629,9 +629,11 @@ func TestCollectCountsStagingBytes(t *testing.T) {
 	f := newFixture(t)
 	f.build("tm_x/", "tm_x/tmp/", rocksA+"/", "~"+rocksA+"/000010.log")
 	f.sayGone(jobA, time.Now())
+	f.sayExecutor("x", index.VerdictGone, time.Now())
 	r := f.run(f.collector(), false)
 	want := int64(len(content(flinkid.Expand(rocksA + "/000010.log"))))
-	// The executor tm_x held only job A, so its tree goes too, after A's.
+	// The executor tm_x, said gone, held only job A, so its tree goes too,
+	// after A's.
 	if len(r.Collected) != 2 || r.Collected[0].Names != 2 || r.Collected[0].Bytes != want || r.Collected[1].Executor != "x" {
 		t.Errorf("Collected %s, want 2 inodes, %d bytes", collected(r.Collected), want)
 	}

@@ -146,6 +146,33 @@ func (f *fixture) sayGone(job string, at time.Time) {
 	}
 }
 
+// sayExecutor records the operator's "statefs executor gone|live" about
+// executor at at (VerdictUnknown: withdrawn).
+func (f *fixture) sayExecutor(executor string, said index.Verdict, at time.Time) {
+	f.T.Helper()
+	err := f.S.Index.Update(func(tx *index.Tx) error {
+		e, err := tx.Executor(executor)
+		if err != nil {
+			return err
+		}
+		e.Operator, e.OperatorAt = said, at.UnixNano()
+		if said == index.VerdictUnknown {
+			e.OperatorAt = 0
+		}
+		return tx.PutExecutor(e)
+	})
+	if err != nil {
+		f.T.Fatalf("operator %s executor %s: %v", said, executor, err)
+	}
+}
+
+// executor reads the record of executor id.
+func (f *fixture) executor(id string) (*index.Executor, error) {
+	var e *index.Executor
+	err := f.S.Index.View(func(tx *index.Tx) (err error) { e, err = tx.Executor(id); return err })
+	return e, err
+}
+
 // run runs c, or with dryRun only plans and reports the plan.
 func (f *fixture) run(c *gc.Collector, dryRun bool) gc.Report {
 	f.T.Helper()
@@ -210,7 +237,11 @@ func (o *scriptOracle) Judge(ctx context.Context, job string) gc.JobVerdict {
 func collected(cs []gc.Candidate) string {
 	var out []string
 	for _, c := range cs {
-		out = append(out, fmt.Sprintf("{job %s: %d names, %d files, %d bytes, %d kept}", flinkid.Shorten(c.Job.ID), c.Names, c.Files, c.Bytes, c.Kept))
+		what := "job " + flinkid.Shorten(c.Job.ID)
+		if c.Executor != "" {
+			what = "executor " + c.Executor
+		}
+		out = append(out, fmt.Sprintf("{%s: %d names, %d files, %d bytes, %d kept}", what, c.Names, c.Files, c.Bytes, c.Kept))
 	}
 	return "[" + strings.Join(out, " ") + "]"
 }

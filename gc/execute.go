@@ -12,20 +12,25 @@ import (
 )
 
 // Execute carries out plan p: it records p's verdicts, removes each tree
-// whose verdict still holds, then sweeps. Before each job's tree it asks
-// the oracles again (DESIGN invariant 4: Gone again right before the
-// deletion), and before each name it checks the name again, as the index
+// whose verdict still holds, then sweeps. Before each job's or executor's
+// tree it asks the oracles again (DESIGN invariant 4: Gone again right
+// before the deletion), and before each name it checks the name again, as the index
 // is now: still the inode planned, still made and written before the
 // verdict, a directory still empty. Anything else stays, counted as kept.
 // It reports what it removed, counted as the plan counts (tally), and
 // what the sweep and the removals freed. Each tree it removes from is
 // logged and recorded in the index (index.Collection) as it ends.
 func (c *Collector) Execute(ctx context.Context, p *Plan) (Report, error) {
-	r := Report{Verdicts: p.Verdicts, Collected: []Candidate{}}
+	r := Report{Verdicts: p.Verdicts, Executors: p.Executors, Collected: []Candidate{}}
 	// Objects freed meanwhile by the executor's own removals count too.
 	freedBefore, freedBytesBefore := c.Store.Freed()
 	for _, v := range p.Verdicts {
 		if err := c.record(v, p.at); err != nil && !errors.Is(err, index.ErrNotFound) {
+			return r, err
+		}
+	}
+	for _, v := range p.Executors {
+		if err := c.recordExecutor(v); err != nil && !errors.Is(err, index.ErrNotFound) {
 			return r, err
 		}
 	}
@@ -89,11 +94,22 @@ func (x *execution) tree(ctx context.Context, t *tree) (bool, error) {
 		}
 		t.Verdict = v
 	} else {
+		v, err := x.c.JudgeExecutor(ctx, t.Executor) // right before the deletion
+		if errors.Is(err, index.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil || v.Verdict != index.VerdictGone {
+			return false, err
+		}
+		t.ExecutorVerdict = &v
+		// Gone without a break since the plan's verdict began, and its
+		// jobs still collected.
 		var gone bool
-		err := x.c.Store.Index.View(func(tx *index.Tx) error {
+		cutoff := x.c.now().Add(-x.c.Grace).UnixNano()
+		err = x.c.Store.Index.View(func(tx *index.Tx) error {
 			e, err := tx.Executor(t.Executor)
 			if err == nil {
-				gone, err = executorGone(tx, e, t.since, nil)
+				gone, err = executorGone(tx, e, t.since, cutoff, nil)
 			}
 			return err
 		})

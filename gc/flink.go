@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,15 @@ import (
 // any reports a terminal state; else Gone on 404 only if NotFoundIsGone and
 // every URL answered 404; else Unknown. The URLs are asked at once. Evidence
 // lists what each URL said, in order.
+//
+// About an executor it asks GET <url>/taskmanagers, the TaskManagers
+// registered with each cluster, field "taskmanagers", each with its
+// resource id as "id". Listed by any URL is Live. Gone only when every URL
+// answers 200 with a well-formed list and none lists the executor: a
+// TaskManager missing from one cluster's list may be registered with
+// another. Anything else from any URL (unreachable, any other status, a
+// 404 included, a redirect, a body over maxFlinkResponse, malformed JSON,
+// a field duplicated or not of its type) is Unknown with a Failure.
 type FlinkREST struct {
 	URLs           []string
 	Client         *http.Client  // nil: a plain client; Timeout applies either way
@@ -45,13 +55,17 @@ type FlinkREST struct {
 	NotFoundIsGone bool
 }
 
-var _ Oracle = (*FlinkREST)(nil)
+var (
+	_ Oracle         = (*FlinkREST)(nil)
+	_ ExecutorOracle = (*FlinkREST)(nil)
+)
 
 const (
 	defaultFlinkTimeout = 5 * time.Second
 	// maxFlinkResponse caps the body read. /jobs/<id> carries the job's plan,
-	// whose operator descriptions run long for SQL jobs; a body over the cap
-	// is Unknown, never truncated and parsed.
+	// whose operator descriptions run long for SQL jobs, and /taskmanagers a
+	// few kilobytes for each TaskManager; a body over the cap is Unknown,
+	// never truncated and parsed.
 	maxFlinkResponse = 4 << 20
 )
 
@@ -72,11 +86,12 @@ func (f *FlinkREST) Name() string { return "flink-rest" }
 type flinkAnswer uint8
 
 const (
-	flinkFailed   flinkAnswer = iota // no answer: unreachable, an error, a malformed body
-	flinkDoubt                       // an answer that decides nothing: SUSPENDED, a state unknown here
-	flinkLive                        // a non-terminal state
-	flinkTerminal                    // FINISHED, CANCELED or FAILED
-	flinkNotFound                    // 404
+	flinkFailed    flinkAnswer = iota // no answer: unreachable, an error, a malformed body
+	flinkDoubt                        // an answer that decides nothing: SUSPENDED, a state unknown here
+	flinkLive                         // a non-terminal state; a TaskManager listed
+	flinkTerminal                     // FINISHED, CANCELED or FAILED
+	flinkNotFound                     // 404
+	flinkNotListed                    // a list of the TaskManagers without the executor
 )
 
 // flinkStates maps every Flink JobStatus to what it means here.
@@ -106,18 +121,9 @@ func (f *FlinkREST) Judge(ctx context.Context, job string) JobVerdict {
 		return out
 	}
 
-	client := f.client()
-	answers := make([]flinkAnswer, len(f.URLs))
-	evidence := make([]string, len(f.URLs))
-	var wg sync.WaitGroup
-	for i, base := range f.URLs {
-		wg.Go(func() {
-			a, said := f.ask(ctx, client, base, job)
-			answers[i], evidence[i] = a, "flink "+base+": "+said
-		})
-	}
-	wg.Wait()
-
+	answers, evidence := f.each(func(client *http.Client, base string) (flinkAnswer, string) {
+		return f.ask(ctx, client, base, job)
+	})
 	count := map[flinkAnswer]int{}
 	for _, a := range answers {
 		count[a]++
@@ -132,16 +138,70 @@ func (f *FlinkREST) Judge(ctx context.Context, job string) JobVerdict {
 	}
 	out.Evidence = strings.Join(evidence, "; ")
 	out.NotFound = out.Verdict == index.VerdictUnknown && count[flinkNotFound] == len(answers)
-	if out.Verdict == index.VerdictUnknown && count[flinkFailed] > 0 {
-		var failed []string
-		for i, a := range answers {
-			if a == flinkFailed {
-				failed = append(failed, evidence[i])
-			}
-		}
-		out.Failure = strings.Join(failed, "; ")
+	if out.Verdict == index.VerdictUnknown {
+		out.Failure = failed(answers, evidence)
 	}
 	return out
+}
+
+// JudgeExecutor asks every URL which TaskManagers are registered and
+// merges the answers as the type's doc says.
+func (f *FlinkREST) JudgeExecutor(ctx context.Context, executor string) ExecutorVerdict {
+	out := ExecutorVerdict{Executor: executor, Verdict: index.VerdictUnknown, Oracle: f.Name(), At: time.Now()}
+	if !owner.IsResourceID(executor) {
+		out.Evidence = evidenceInvalidExecutorID
+		return out
+	}
+	if len(f.URLs) == 0 {
+		out.Evidence = "flink: no URL configured"
+		return out
+	}
+	answers, evidence := f.each(func(client *http.Client, base string) (flinkAnswer, string) {
+		return f.askTaskManagers(ctx, client, base, executor)
+	})
+	count := map[flinkAnswer]int{}
+	for _, a := range answers {
+		count[a]++
+	}
+	switch {
+	case count[flinkLive] > 0:
+		out.Verdict = index.VerdictLive
+	case count[flinkNotListed] == len(answers):
+		out.Verdict = index.VerdictGone
+	}
+	out.Evidence = strings.Join(evidence, "; ")
+	if out.Verdict == index.VerdictUnknown {
+		out.Failure = failed(answers, evidence)
+	}
+	return out
+}
+
+// each asks every URL at once with ask and returns what each answered and
+// said, in the order of the URLs, each saying prefixed with its URL.
+func (f *FlinkREST) each(ask func(client *http.Client, base string) (flinkAnswer, string)) ([]flinkAnswer, []string) {
+	client := f.client()
+	answers := make([]flinkAnswer, len(f.URLs))
+	evidence := make([]string, len(f.URLs))
+	var wg sync.WaitGroup
+	for i, base := range f.URLs {
+		wg.Go(func() {
+			a, said := ask(client, base)
+			answers[i], evidence[i] = a, "flink "+base+": "+said
+		})
+	}
+	wg.Wait()
+	return answers, evidence
+}
+
+// failed joins the evidence of the URLs that gave no answer.
+func failed(answers []flinkAnswer, evidence []string) string {
+	var out []string
+	for i, a := range answers {
+		if a == flinkFailed {
+			out = append(out, evidence[i])
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // client returns the configured client with redirects refused, or a plain one.
@@ -162,45 +222,12 @@ func (f *FlinkREST) timeout() time.Duration {
 	return f.Timeout
 }
 
-// ask asks one URL and says what it answered, in words for the evidence.
+// ask asks one URL about job and says what it answered, in words for the
+// evidence.
 func (f *FlinkREST) ask(ctx context.Context, client *http.Client, base, job string) (flinkAnswer, string) {
-	if err := CheckFlinkURL(base); err != nil {
-		return flinkFailed, "invalid URL"
-	}
-	u, _ := url.Parse(base)
-	u = u.JoinPath("jobs", job)
-
-	reqCtx, cancel := context.WithTimeout(ctx, f.timeout())
-	defer cancel()
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return flinkFailed, "invalid request: " + err.Error()
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		if ctx.Err() == nil && reqCtx.Err() == context.DeadlineExceeded {
-			return flinkFailed, fmt.Sprintf("unreachable: no answer within %v", f.timeout())
-		}
-		return flinkFailed, "unreachable: " + err.Error()
-	}
-	defer resp.Body.Close()
-
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return flinkNotFound, "404 not found"
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return flinkFailed, fmt.Sprintf("HTTP %d redirect to %q not followed", resp.StatusCode, resp.Header.Get("Location"))
-	case resp.StatusCode != http.StatusOK:
-		return flinkFailed, fmt.Sprintf("HTTP %d", resp.StatusCode)
-	}
-
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxFlinkResponse+1))
-	if err != nil {
-		return flinkFailed, "reading answer: " + err.Error()
-	}
-	if len(body) > maxFlinkResponse {
-		return flinkFailed, fmt.Sprintf("answer larger than %d bytes", maxFlinkResponse)
+	body, a, said := f.get(ctx, client, base, "jobs", job)
+	if body == nil {
+		return a, said
 	}
 	state, jid, err := decodeJobDetails(body)
 	if err != nil {
@@ -216,55 +243,173 @@ func (f *FlinkREST) ask(ctx context.Context, client *http.Client, base, job stri
 	return a, "state " + state
 }
 
+// askTaskManagers asks one URL which TaskManagers are registered and says
+// whether executor is among them: flinkLive if it is, flinkNotListed if
+// the list is whole and it is not, flinkFailed for anything else (a 404
+// too: every Flink serves /taskmanagers).
+func (f *FlinkREST) askTaskManagers(ctx context.Context, client *http.Client, base, executor string) (flinkAnswer, string) {
+	body, _, said := f.get(ctx, client, base, "taskmanagers")
+	if body == nil {
+		return flinkFailed, said
+	}
+	ids, err := decodeTaskManagers(body)
+	if err != nil {
+		return flinkFailed, "malformed answer: " + err.Error()
+	}
+	if slices.Contains(ids, executor) {
+		return flinkLive, "registered TaskManager"
+	}
+	return flinkNotListed, fmt.Sprintf("not among its %d registered TaskManagers", len(ids))
+}
+
+// get asks one URL for the path below it and returns the body of a 200
+// answer. With none, it says why in words for the evidence: flinkNotFound
+// for a 404, flinkFailed for anything else (unreachable, a timeout, a
+// redirect, another status, a body over maxFlinkResponse).
+func (f *FlinkREST) get(ctx context.Context, client *http.Client, base string, path ...string) ([]byte, flinkAnswer, string) {
+	if err := CheckFlinkURL(base); err != nil {
+		return nil, flinkFailed, "invalid URL"
+	}
+	u, _ := url.Parse(base)
+	u = u.JoinPath(path...)
+
+	reqCtx, cancel := context.WithTimeout(ctx, f.timeout())
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, flinkFailed, "invalid request: " + err.Error()
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() == nil && reqCtx.Err() == context.DeadlineExceeded {
+			return nil, flinkFailed, fmt.Sprintf("unreachable: no answer within %v", f.timeout())
+		}
+		return nil, flinkFailed, "unreachable: " + err.Error()
+	}
+	defer resp.Body.Close()
+
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, flinkNotFound, "404 not found"
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return nil, flinkFailed, fmt.Sprintf("HTTP %d redirect to %q not followed", resp.StatusCode, resp.Header.Get("Location"))
+	case resp.StatusCode != http.StatusOK:
+		return nil, flinkFailed, fmt.Sprintf("HTTP %d", resp.StatusCode)
+	}
+
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxFlinkResponse+1))
+	if err != nil {
+		return nil, flinkFailed, "reading answer: " + err.Error()
+	}
+	if len(body) > maxFlinkResponse {
+		return nil, flinkFailed, fmt.Sprintf("answer larger than %d bytes", maxFlinkResponse)
+	}
+	return body, flinkFailed, ""
+}
+
 // decodeJobDetails reads the fields of Flink's JobDetailsInfo that matter
-// here: "state" (required) and "jid" (checked when present). It is stricter
-// than json.Unmarshal into a struct: keys match exactly (not case-folded), a
-// key given twice is an error (which one would Flink have meant?), and nothing
-// may follow the object.
+// here: "state" (required) and "jid" (checked when present), both strings.
 func decodeJobDetails(body []byte) (state, jid string, err error) {
+	fields, err := decodeObject(body, "state", "jid")
+	if err != nil {
+		return "", "", err
+	}
+	if _, ok := fields["state"]; !ok {
+		return "", "", errors.New(`no "state" field`)
+	}
+	if err := stringField(fields, "state", &state); err != nil {
+		return "", "", err
+	}
+	return state, jid, stringField(fields, "jid", &jid)
+}
+
+// decodeTaskManagers reads the resource ids of Flink's TaskManagersInfo:
+// "taskmanagers" (required), an array of objects, each with its string
+// "id" (required).
+func decodeTaskManagers(body []byte) ([]string, error) {
+	fields, err := decodeObject(body, "taskmanagers")
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := fields["taskmanagers"]
+	if !ok {
+		return nil, errors.New(`no "taskmanagers" field`)
+	}
+	var list []json.RawMessage
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil, errors.New(`field "taskmanagers" is not an array`)
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(list))
+	for i, tm := range list {
+		fields, err := decodeObject(tm, "id")
+		if err != nil {
+			return nil, fmt.Errorf("TaskManager %d: %w", i, err)
+		}
+		if _, ok := fields["id"]; !ok {
+			return nil, fmt.Errorf(`TaskManager %d: no "id" field`, i)
+		}
+		if err := stringField(fields, "id", &ids[i]); err != nil {
+			return nil, fmt.Errorf("TaskManager %d: %w", i, err)
+		}
+	}
+	return ids, nil
+}
+
+// decodeObject reads the fields named wanted of the JSON object body. It
+// is stricter than json.Unmarshal into a struct: keys match exactly (not
+// case-folded), a wanted key given twice is an error (which one would
+// Flink have meant?), and nothing may follow the object. A wanted field
+// not given is not in the map.
+func decodeObject(body []byte, wanted ...string) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil {
-		return "", "", err
+		return nil, err
 	} else if tok != json.Delim('{') {
-		return "", "", errors.New("not a JSON object")
+		return nil, errors.New("not a JSON object")
 	}
-	fields := map[string]*string{"state": &state, "jid": &jid}
-	seen := map[string]bool{}
+	fields := map[string]json.RawMessage{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return "", "", err
+			return nil, err
 		}
 		key, _ := tok.(string)
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return "", "", err
+			return nil, err
 		}
-		dst, wanted := fields[key]
-		if !wanted {
+		if !slices.Contains(wanted, key) {
 			continue
 		}
-		if seen[key] {
-			return "", "", fmt.Errorf("field %q given twice", key)
+		if _, seen := fields[key]; seen {
+			return nil, fmt.Errorf("field %q given twice", key)
 		}
-		seen[key] = true
-		if len(raw) == 0 || raw[0] != '"' {
-			return "", "", fmt.Errorf("field %q is not a string", key)
-		}
-		if err := json.Unmarshal(raw, dst); err != nil {
-			return "", "", err
-		}
+		fields[key] = raw
 	}
 	if _, err := dec.Token(); err != nil { // the closing '}'
-		return "", "", err
+		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return "", "", errors.New("data after the JSON object")
+		return nil, errors.New("data after the JSON object")
 	}
-	if !seen["state"] {
-		return "", "", errors.New(`no "state" field`)
+	return fields, nil
+}
+
+// stringField decodes field key of fields, if given, into dst; it must be
+// a JSON string.
+func stringField(fields map[string]json.RawMessage, key string, dst *string) error {
+	raw, ok := fields[key]
+	if !ok {
+		return nil
 	}
-	return state, jid, nil
+	if len(raw) == 0 || raw[0] != '"' {
+		return fmt.Errorf("field %q is not a string", key)
+	}
+	return json.Unmarshal(raw, dst)
 }
 
 // quoteShort quotes s for evidence, cut to a readable length: the string came

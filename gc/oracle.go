@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,34 +43,101 @@ func Combine(ctx context.Context, job string, oracles ...Oracle) JobVerdict {
 		return out
 	}
 
-	answers := make([]JobVerdict, len(oracles))
+	answers := make([]answer, len(oracles))
+	notFound := make([]bool, len(oracles))
 	var wg sync.WaitGroup
 	for i, o := range oracles {
-		wg.Go(func() { answers[i] = o.Judge(ctx, job) })
+		wg.Go(func() {
+			v := o.Judge(ctx, job)
+			answers[i], notFound[i] = answer{o.Name(), v.Verdict, v.Evidence, v.Failure}, v.NotFound
+		})
 	}
 	wg.Wait()
-
-	for _, a := range answers {
-		if a.Verdict == index.VerdictLive || (a.Verdict == index.VerdictGone && out.Verdict != index.VerdictLive) {
-			out.Verdict = a.Verdict
-		}
-	}
-	var names, evidence, failures []string
-	out.NotFound = out.Verdict == index.VerdictUnknown
-	for i, a := range answers {
-		out.NotFound = out.NotFound && a.NotFound
-		if a.Verdict == out.Verdict {
-			names = append(names, oracles[i].Name())
-		}
-		evidence = append(evidence, a.Evidence)
-		if a.Failure != "" {
-			failures = append(failures, oracles[i].Name()+": "+a.Failure)
-		}
-	}
-	out.Oracle = strings.Join(names, ",")
-	out.Evidence = strings.Join(evidence, "; ")
-	if out.Verdict == index.VerdictUnknown {
-		out.Failure = strings.Join(failures, "; ")
-	}
+	out.Verdict, out.Oracle, out.Evidence, out.Failure = merge(answers)
+	out.NotFound = out.Verdict == index.VerdictUnknown && !slices.Contains(notFound, false)
 	return out
+}
+
+// ExecutorOracle gives a verdict about one executor, by its resource id:
+// Live while its TaskManager runs, Gone once it is confirmed gone, with
+// evidence, and Unknown in any doubt (DESIGN invariant 4). An Oracle that
+// is not an ExecutorOracle knows nothing of executors (a JobResultStore
+// records jobs only). JudgeExecutor must be safe to call concurrently.
+type ExecutorOracle interface {
+	Name() string
+	JudgeExecutor(ctx context.Context, executor string) ExecutorVerdict
+}
+
+// evidenceInvalidExecutorID is the evidence every oracle gives when it
+// refuses an executor id: anything owner.IsResourceID does not accept.
+const evidenceInvalidExecutorID = "invalid executor id"
+
+// CombineExecutor asks every oracle about executor at once and merges
+// their answers as Combine does: Live if any says Live (a TaskManager that
+// runs keeps its tree whatever else is said), else Gone if any says Gone,
+// else Unknown, with the failures of the oracles that could not answer. An
+// oracle that is no ExecutorOracle answers Unknown, and no failure. An
+// invalid executor id is refused without asking, and no oracles at all is
+// Unknown.
+func CombineExecutor(ctx context.Context, executor string, oracles ...Oracle) ExecutorVerdict {
+	out := ExecutorVerdict{Executor: executor, Verdict: index.VerdictUnknown, At: time.Now()}
+	if !owner.IsResourceID(executor) {
+		out.Evidence = evidenceInvalidExecutorID
+		return out
+	}
+	if len(oracles) == 0 {
+		out.Evidence = "no oracle configured"
+		return out
+	}
+	answers := make([]answer, len(oracles))
+	var wg sync.WaitGroup
+	for i, o := range oracles {
+		eo, ok := o.(ExecutorOracle)
+		if !ok {
+			answers[i] = answer{o.Name(), index.VerdictUnknown, o.Name() + ": knows nothing of executors", ""}
+			continue
+		}
+		wg.Go(func() {
+			v := eo.JudgeExecutor(ctx, executor)
+			answers[i] = answer{o.Name(), v.Verdict, v.Evidence, v.Failure}
+		})
+	}
+	wg.Wait()
+	out.Verdict, out.Oracle, out.Evidence, out.Failure = merge(answers)
+	return out
+}
+
+// answer is one oracle's answer, about a job or an executor, as merge
+// takes it.
+type answer struct {
+	oracle            string
+	verdict           index.Verdict
+	evidence, failure string
+}
+
+// merge combines answers: Live if any is Live, else Gone if any is Gone,
+// else Unknown (a verdict out of range counts as none); the names of the
+// oracles whose verdict that is; every answer's evidence, in order; and,
+// for Unknown, the failures of the oracles that could not answer.
+func merge(answers []answer) (verdict index.Verdict, oracle, evidence, failure string) {
+	verdict = index.VerdictUnknown
+	for _, a := range answers {
+		if a.verdict == index.VerdictLive || (a.verdict == index.VerdictGone && verdict != index.VerdictLive) {
+			verdict = a.verdict
+		}
+	}
+	var names, evidences, failures []string
+	for _, a := range answers {
+		if a.verdict == verdict {
+			names = append(names, a.oracle)
+		}
+		evidences = append(evidences, a.evidence)
+		if a.failure != "" {
+			failures = append(failures, a.oracle+": "+a.failure)
+		}
+	}
+	if verdict == index.VerdictUnknown {
+		failure = strings.Join(failures, "; ")
+	}
+	return verdict, strings.Join(names, ","), strings.Join(evidences, "; "), failure
 }

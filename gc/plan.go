@@ -13,16 +13,17 @@ import (
 )
 
 // Plan is what a run of the collector removes and what that frees, decided
-// from one snapshot of the index: the verdicts as the oracles give them
-// now, and for each job gone for the grace period, and each executor tree
-// every job of which goes, the names to remove, children before their
-// directory. Making a plan changes nothing; Execute carries it out,
+// from one snapshot of the index: the verdicts about jobs and executors as
+// the oracles give them now, and for each job gone for the grace period,
+// and each executor tree whose TaskManager is and every job of which goes,
+// the names to remove, children before their directory. Making a plan changes nothing; Execute carries it out,
 // checking each verdict and each name again as it removes; a dry run
 // prints it (Report).
 type Plan struct {
-	Verdicts []JobVerdict
-	unknown  []UnknownJob // the jobs unknown to every oracle (Report.Unknown)
-	trees    []*tree
+	Verdicts  []JobVerdict
+	Executors []ExecutorVerdict
+	unknown   []UnknownJob // the jobs unknown to every oracle (Report.Unknown)
+	trees     []*tree
 	// frees is what the sweep after the removals would free: the chunks
 	// and objects unreferenced now, and those whose every reference is
 	// held by files that lose their last name.
@@ -58,7 +59,7 @@ type removal struct {
 // Report is what executing p would do: its verdicts, its trees with what
 // they remove, and what the sweep would free.
 func (p *Plan) Report() Report {
-	r := Report{Verdicts: p.Verdicts, Collected: []Candidate{}, Swept: p.frees, Took: Seconds(p.took)}
+	r := Report{Verdicts: p.Verdicts, Executors: p.Executors, Collected: []Candidate{}, Swept: p.frees, Took: Seconds(p.took)}
 	for _, t := range p.trees {
 		r.Collected = append(r.Collected, t.Candidate)
 	}
@@ -66,15 +67,19 @@ func (p *Plan) Report() Report {
 	return r
 }
 
-// Plan judges every job the index knows and plans the collection of the
-// collectable ones (gone for the grace period) and of the executor trees
-// they leave behind. It records nothing: the verdicts are recorded when the
-// plan is executed.
+// Plan judges every job and every executor the index knows and plans the
+// collection of the collectable jobs (gone for the grace period) and of
+// the executor trees they leave behind whose TaskManagers are gone too.
+// It records nothing: the verdicts are recorded when the plan is executed.
 func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
-	p := &Plan{at: c.now(), Verdicts: []JobVerdict{}}
+	p := &Plan{at: c.now(), Verdicts: []JobVerdict{}, Executors: []ExecutorVerdict{}}
 	var jobs []*index.Job
+	var executors []*index.Executor
 	err := c.Store.Index.View(func(tx *index.Tx) (err error) {
-		jobs, err = tx.Jobs()
+		if jobs, err = tx.Jobs(); err != nil {
+			return err
+		}
+		executors, err = tx.Executors()
 		return err
 	})
 	if err != nil {
@@ -99,6 +104,19 @@ func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
 		if j.UnknownSince != 0 {
 			p.unknown = append(p.unknown, UnknownJob{Job: j.ID, Since: time.Unix(0, j.UnknownSince).UTC(), LastWrite: time.Unix(0, j.LastWrite).UTC()})
 		}
+	}
+	var judgedExecutors []*index.Executor
+	for _, e := range executors {
+		v, err := c.askExecutor(ctx, e.ID)
+		if errors.Is(err, index.ErrNotFound) {
+			continue // collected meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		judgedExecutor(e, v)
+		judgedExecutors = append(judgedExecutors, e)
+		p.Executors = append(p.Executors, v)
 	}
 	now := c.now()
 	err = c.Store.Index.View(func(tx *index.Tx) error {
@@ -131,7 +149,7 @@ func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
 			collected[j.ID] = t.Kept == 0
 			p.trees = append(p.trees, t)
 		}
-		executors, err := w.executors(now.Add(-c.Grace).UnixNano(), collected)
+		executors, err := w.executors(judgedExecutors, now.Add(-c.Grace).UnixNano(), collected)
 		if err != nil {
 			return err
 		}
@@ -240,26 +258,23 @@ func (w *walk) entry(e dirent, byName bool, t *tree) (bool, error) {
 	return true, nil
 }
 
-// executors plans the removal of the trees (tm_<resource-id>) of executors
-// that held jobs, every one of them collected (or, in collected, collected
-// by this plan), and that nothing has written since cutoff: the trees of
-// TaskManagers whose resource id never comes back. What was written since
-// stays.
-func (w *walk) executors(cutoff int64, collected map[string]bool) ([]*tree, error) {
-	executors, err := w.tx.Executors()
-	if err != nil {
-		return nil, err
-	}
+// executors plans the removal of the trees (tm_<resource-id>) of the
+// executors, judged as they are in executors, that executorGone lets go
+// with cutoff as both its times: the trees of TaskManagers confirmed gone
+// for the grace period. What was made or written since the verdict began
+// stays, as for a job.
+func (w *walk) executors(executors []*index.Executor, cutoff int64, collected map[string]bool) ([]*tree, error) {
 	var trees []*tree
 	for _, e := range executors {
-		gone, err := executorGone(w.tx, e, cutoff, collected)
+		gone, err := executorGone(w.tx, e, cutoff, cutoff, collected)
 		if err != nil || !gone {
 			if err != nil {
 				return nil, err
 			}
 			continue
 		}
-		t := &tree{Candidate: Candidate{Executor: e.ID, Why: fmt.Sprintf("every job it held is collected, nothing written since %s (the grace period)", stamp(cutoff))}, since: cutoff}
+		why := fmt.Sprintf("its TaskManager gone since %s, every job it held collected, nothing written since %s (the grace period)", stamp(e.Since), stamp(cutoff))
+		t := &tree{Candidate: Candidate{Executor: e.ID, ExecutorRecord: e, Why: why}, since: e.Since}
 		roots, err := w.tx.ExecutorRoots(e.ID)
 		if err != nil {
 			return nil, err
@@ -272,12 +287,15 @@ func (w *walk) executors(cutoff int64, collected map[string]bool) ([]*tree, erro
 	return trees, nil
 }
 
-// executorGone reports whether every job executor e held is collected (its
-// record goes with its last state: a job whose id came back keeps its
-// record, and so its executor's tree stays), or collected[job] says it
-// will be, and nothing wrote to the tree since cutoff.
-func executorGone(tx *index.Tx, e *index.Executor, cutoff int64, collected map[string]bool) (bool, error) {
-	if len(e.Jobs) == 0 || e.LastWrite >= cutoff {
+// executorGone reports whether executor e's tree may go: its verdict has
+// been Gone since since or before (DESIGN invariant 4: its TaskManager is
+// confirmed gone), nothing wrote to the tree since cutoff, and every job
+// it held is collected (its record goes with its last state: a job whose
+// id came back keeps its record, and so its executor's tree stays), or
+// collected[job] says it will be. An executor that held no job goes on its
+// verdict alone.
+func executorGone(tx *index.Tx, e *index.Executor, since, cutoff int64, collected map[string]bool) (bool, error) {
+	if !e.Gone() || e.Since > since || e.LastWrite >= cutoff {
 		return false, nil
 	}
 	for _, id := range e.Jobs {

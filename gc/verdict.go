@@ -39,3 +39,16 @@ type JobVerdict struct {
 	CollectableAt time.Time     `json:"collectable_at,omitzero"`
 	NotFound      bool          `json:"not_found,omitempty"`
 }
+
+// ExecutorVerdict is one oracle's answer about one executor: whether the
+// TaskManager with that resource id still runs. Its fields mean what a
+// JobVerdict's do; Failure says why an oracle could not answer, and a
+// combined verdict has one when it is Unknown and an oracle failed.
+type ExecutorVerdict struct {
+	Executor string        `json:"executor"`
+	Verdict  index.Verdict `json:"verdict"`
+	Evidence string        `json:"evidence"`
+	Oracle   string        `json:"oracle"`
+	At       time.Time     `json:"at"`
+	Failure  string        `json:"failure,omitempty"`
+}
