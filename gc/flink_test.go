@@ -478,3 +478,144 @@ func FuzzFlinkResponse(f *testing.F) {
 		}
 	})
 }
+
+// tmServer answers GET /taskmanagers with status and body; any other
+// request is a test failure.
+func tmServer(t *testing.T, status int, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/taskmanagers" {
+			t.Errorf("unexpected request %s %s", r.Method, r.URL.Path)
+			http.Error(w, "unexpected", http.StatusTeapot)
+			return
+		}
+		if status == http.StatusFound {
+			w.Header().Set("Location", "http://elsewhere.invalid/taskmanagers")
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Which TaskManagers one Flink lists decides an executor only when the
+// list is whole: listed is live, absent from a well-formed list is gone,
+// and anything else is unknown with a failure.
+func TestFlinkRESTTaskManagers(t *testing.T) {
+	U, L, G := index.VerdictUnknown, index.VerdictLive, index.VerdictGone
+	listing := func(ids ...string) string {
+		var tms []string
+		for _, id := range ids {
+			tms = append(tms, fmt.Sprintf(`{"id":%q,"path":"pekko.tcp://flink@10.0.0.1:6122/user/rpc/taskmanager_0","dataPort":6121,"slotsNumber":2,"freeSlots":2}`, id))
+		}
+		return `{"taskmanagers":[` + strings.Join(tms, ",") + `]}`
+	}
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		want   index.Verdict
+		said   string // in the evidence
+	}{
+		{"listed", 200, listing("y", "tm-1"), L, "registered TaskManager"},
+		{"not listed", 200, listing("y", "tm-10"), G, "not among its 2 registered TaskManagers"},
+		{"none registered", 200, listing(), G, "not among its 0 registered TaskManagers"},
+		{"404", 404, `{"errors":["Not found"]}`, U, "404 not found"},
+		{"500", 500, `{"errors":[]}`, U, "HTTP 500"},
+		{"redirect", http.StatusFound, "", U, "not followed"},
+		{"not an object", 200, `[` + listing("y") + `]`, U, "not a JSON object"},
+		{"no list", 200, `{"jobs":[]}`, U, `no "taskmanagers" field`},
+		{"list twice", 200, `{"taskmanagers":[],"taskmanagers":[{"id":"tm-1"}]}`, U, "given twice"},
+		{"list not an array", 200, `{"taskmanagers":{"id":"tm-1"}}`, U, "not an array"},
+		{"id missing", 200, `{"taskmanagers":[{"path":"p"}]}`, U, `no "id" field`},
+		{"id not a string", 200, `{"taskmanagers":[{"id":7}]}`, U, `"id" is not a string`},
+		{"id twice", 200, `{"taskmanagers":[{"id":"y","id":"tm-1"}]}`, U, "given twice"},
+		{"case-folded key", 200, `{"TaskManagers":[{"id":"tm-1"}]}`, U, `no "taskmanagers" field`},
+		{"data after", 200, listing("y") + `{}`, U, "data after"},
+		{"truncated", 200, `{"taskmanagers":[{"id":"y"}`, U, "malformed"},
+		{"too large", 200, `{"taskmanagers":[{"id":"y","path":"` + strings.Repeat("p", 4<<20) + `"}]}`, U, "larger than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := (&gc.FlinkREST{URLs: []string{tmServer(t, tc.status, tc.body)}}).JudgeExecutor(context.Background(), "tm-1")
+			if got.Verdict != tc.want || !strings.Contains(got.Evidence, tc.said) {
+				t.Errorf("JudgeExecutor = %v (%s), want %v, evidence saying %q", got.Verdict, got.Evidence, tc.want, tc.said)
+			}
+			if failing := got.Failure != ""; failing != (tc.want == U) {
+				t.Errorf("failure %q, want one only for unknown", got.Failure)
+			}
+			if got.Executor != "tm-1" || got.Oracle != "flink-rest" {
+				t.Errorf("verdict about %q by %q, want tm-1 by flink-rest", got.Executor, got.Oracle)
+			}
+		})
+	}
+	t.Run("unreachable", func(t *testing.T) {
+		got := (&gc.FlinkREST{URLs: []string{refusedURL(t)}}).JudgeExecutor(context.Background(), "tm-1")
+		if got.Verdict != U || !strings.Contains(got.Failure, "unreachable") {
+			t.Errorf("JudgeExecutor = %v, failure %q; want unknown, unreachable", got.Verdict, got.Failure)
+		}
+	})
+}
+
+// With several Flinks, an executor is live if any lists it, and gone only
+// if every one answers with a whole list that does not.
+func TestFlinkRESTTaskManagersSeveralURLs(t *testing.T) {
+	U, L, G := index.VerdictUnknown, index.VerdictLive, index.VerdictGone
+	const (
+		listed = `{"taskmanagers":[{"id":"tm-1"}]}`
+		absent = `{"taskmanagers":[{"id":"y"}]}`
+	)
+	for _, tc := range []struct {
+		name    string
+		answers []string // a body answered with 200; "" fails (HTTP 503)
+		want    index.Verdict
+	}{
+		{"absent from both", []string{absent, absent}, G},
+		{"listed by the second", []string{absent, listed}, L},
+		{"listed by one, the other failing", []string{"", listed}, L},
+		{"absent from one, the other failing", []string{absent, ""}, U},
+		{"both failing", []string{"", ""}, U},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var urls []string
+			for _, body := range tc.answers {
+				status := 200
+				if body == "" {
+					status = http.StatusServiceUnavailable
+				}
+				urls = append(urls, tmServer(t, status, body))
+			}
+			got := (&gc.FlinkREST{URLs: urls}).JudgeExecutor(context.Background(), "tm-1")
+			if got.Verdict != tc.want {
+				t.Errorf("verdict %v, want %v (evidence %q)", got.Verdict, tc.want, got.Evidence)
+			}
+			if parts := strings.Split(got.Evidence, "; "); len(parts) != len(urls) {
+				t.Errorf("evidence %q has %d parts, want one per URL", got.Evidence, len(parts))
+			}
+			if failing := got.Failure != ""; failing != (tc.want == U) {
+				t.Errorf("failure %q, want one only for unknown", got.Failure)
+			}
+		})
+	}
+}
+
+// An executor id that no resource id can be is refused without a request.
+func TestFlinkRESTRefusesInvalidExecutorID(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, `{"taskmanagers":[]}`)
+	}))
+	defer srv.Close()
+	f := &gc.FlinkREST{URLs: []string{srv.URL}}
+	for _, id := range []string{"", ".", "..", "../x", "a/b", "tm 1", "%2e%2e", strings.Repeat("r", 256)} {
+		for _, got := range []gc.ExecutorVerdict{f.JudgeExecutor(context.Background(), id), gc.CombineExecutor(context.Background(), id, f)} {
+			if got.Verdict != index.VerdictUnknown || got.Evidence != "invalid executor id" {
+				t.Errorf("judging executor %q = %v %q, want unknown \"invalid executor id\"", id, got.Verdict, got.Evidence)
+			}
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("server asked %d times about invalid ids, want 0", n)
+	}
+}

@@ -159,3 +159,22 @@ func TestCombineRealOraclesLiveWinsOverOldResult(t *testing.T) {
 		}
 	}
 }
+
+// A JobResultStore knows nothing of executors: combined with it alone an
+// executor is unknown, and no failure (nothing went wrong); beside a Flink
+// that answers, Flink's verdict stands.
+func TestCombineExecutorJobResultStore(t *testing.T) {
+	jrs := &gc.JobResultStore{Dir: t.TempDir()}
+	got := gc.CombineExecutor(context.Background(), "tm-1", jrs)
+	if got.Verdict != index.VerdictUnknown || got.Failure != "" || !strings.Contains(got.Evidence, "job-result-store: knows nothing of executors") {
+		t.Errorf("CombineExecutor(jrs) = %+v, want unknown, no failure, saying it knows nothing", got)
+	}
+	flink := &gc.FlinkREST{URLs: []string{tmServer(t, 200, `{"taskmanagers":[]}`)}}
+	got = gc.CombineExecutor(context.Background(), "tm-1", jrs, flink)
+	if got.Verdict != index.VerdictGone || got.Oracle != "flink-rest" {
+		t.Errorf("CombineExecutor(jrs, flink) = %+v, want gone by flink-rest", got)
+	}
+	if got := gc.CombineExecutor(context.Background(), "tm-1"); got.Verdict != index.VerdictUnknown || got.Evidence != "no oracle configured" {
+		t.Errorf("CombineExecutor() = %+v, want unknown, no oracle configured", got)
+	}
+}
