@@ -3,9 +3,10 @@
 // the store directory (mode 0600, and only root and the daemon's user are
 // accepted), served by Server while a daemon holds the store. The CLI
 // talks to it through Client when a daemon serves the store, and runs the
-// same operations itself (SetVerdict, Restore, Holds; the collector and
-// scrubs) when none does. Reports (jobs, inspect, du) are the store's
-// (store/report.go); the socket only serves them.
+// same operations itself (SetVerdict, SetExecutorVerdict, Restore, Holds;
+// the collector and scrubs) when none does. Reports (jobs, executors,
+// inspect, du) are the store's (store/report.go); the socket only serves
+// them.
 package control
 
 import (
@@ -101,11 +102,8 @@ func SetVerdict(s *store.Store, r VerdictRequest) error {
 	if !owner.IsFlinkID(r.Job) {
 		return fmt.Errorf("%q is not a Flink job id (32 lowercase hex characters)", r.Job)
 	}
-	switch {
-	case r.Withdraw && r.Verdict != index.VerdictUnknown:
-		return fmt.Errorf("withdraw takes no verdict, not %s", r.Verdict)
-	case !r.Withdraw && r.Verdict != index.VerdictGone && r.Verdict != index.VerdictLive:
-		return fmt.Errorf("the operator's verdict must be gone or live, not %s", r.Verdict)
+	if err := checkSaid(r.Verdict, r.Withdraw); err != nil {
+		return err
 	}
 	return s.Index.Update(func(tx *index.Tx) error {
 		j, err := tx.Job(r.Job)
@@ -121,6 +119,53 @@ func SetVerdict(s *store.Store, r VerdictRequest) error {
 		}
 		return tx.PutJob(j)
 	})
+}
+
+// ExecutorVerdictRequest is the operator's word about an executor, by its
+// resource id: its TaskManager is gone or live, or, with Withdraw, taking
+// back what was said before.
+type ExecutorVerdictRequest struct {
+	Executor string        `json:"executor"`
+	Verdict  index.Verdict `json:"verdict"`
+	Withdraw bool          `json:"withdraw,omitempty"`
+}
+
+// SetExecutorVerdict records the operator's verdict about an executor in
+// the store's index, or withdraws it, as SetVerdict does for a job; the
+// executor must have a tree in the store.
+func SetExecutorVerdict(s *store.Store, r ExecutorVerdictRequest) error {
+	if !owner.IsResourceID(r.Executor) {
+		return fmt.Errorf("%q is not a TaskManager resource id (1 to 255 of A-Z a-z 0-9 . _ -, not . or ..)", r.Executor)
+	}
+	if err := checkSaid(r.Verdict, r.Withdraw); err != nil {
+		return err
+	}
+	return s.Index.Update(func(tx *index.Tx) error {
+		e, err := tx.Executor(r.Executor)
+		if errors.Is(err, index.ErrNotFound) {
+			return fmt.Errorf("executor %s: the store holds no tree of it", r.Executor)
+		}
+		if err != nil {
+			return err
+		}
+		e.Operator, e.OperatorAt = r.Verdict, index.Now()
+		if r.Withdraw {
+			e.OperatorAt = 0
+		}
+		return tx.PutExecutor(e)
+	})
+}
+
+// checkSaid refuses an operator's word that is neither gone nor live, or
+// a withdrawal with a verdict.
+func checkSaid(v index.Verdict, withdraw bool) error {
+	switch {
+	case withdraw && v != index.VerdictUnknown:
+		return fmt.Errorf("withdraw takes no verdict, not %s", v)
+	case !withdraw && v != index.VerdictGone && v != index.VerdictLive:
+		return fmt.Errorf("the operator's verdict must be gone or live, not %s", v)
+	}
+	return nil
 }
 
 // RestoreRequest asks to put held tree Hold back at Dest, a path relative
@@ -284,6 +329,8 @@ func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /jobs", s.admitted(s.jobs))
 	mux.HandleFunc("POST /job", s.verdict)
+	mux.HandleFunc("GET /executors", s.admitted(s.executors))
+	mux.HandleFunc("POST /executor", s.executorVerdict)
 	mux.HandleFunc("POST /gc", s.gc)
 	mux.HandleFunc("GET /inspect", s.admitted(s.inspect))
 	mux.HandleFunc("GET /du", s.admitted(s.du))
@@ -390,6 +437,24 @@ func Collections(s *store.Store) ([]*index.Collection, error) {
 	return cs, err
 }
 
+func (s *Server) executors(w http.ResponseWriter, r *http.Request) {
+	es, err := s.Store.Executors()
+	reply(w, es, err)
+}
+
+func (s *Server) executorVerdict(w http.ResponseWriter, r *http.Request) {
+	var req ExecutorVerdictRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	release, ok := s.admit(w)
+	if !ok {
+		return
+	}
+	defer release()
+	reply(w, struct{}{}, SetExecutorVerdict(s.Store, req))
+}
+
 func (s *Server) holds(w http.ResponseWriter, r *http.Request) {
 	hs, err := Holds(s.Store)
 	reply(w, hs, err)
@@ -492,12 +557,12 @@ func (s *Server) warnUnknown(how string, unknown []gc.UnknownJob) {
 }
 
 // ran tells the metrics of a collector run that was not dry, and logs it:
-// a failed run at error level, and each job no oracle could answer about
-// at warning level, naming the oracles and what went wrong, since such a
-// job's state is kept however long it has been gone; and the jobs unknown
-// to every oracle (warnUnknown). The run's summary counts the jobs and
-// the executors' trees it collected apart; the collector logged each.
-// The caller holds gcMu.
+// a failed run at error level, and each job or executor no oracle could
+// answer about at warning level, naming the oracles and what went wrong,
+// since such a job's state, or executor's tree, is kept however long it
+// has been gone; and the jobs unknown to every oracle (warnUnknown). The
+// run's summary counts the jobs and the executors' trees it collected
+// apart; the collector logged each. The caller holds gcMu.
 func (s *Server) ran(how string, report gc.Report, err error) {
 	if s.Collected != nil {
 		s.Collected(report, err)
@@ -505,6 +570,10 @@ func (s *Server) ran(how string, report gc.Report, err error) {
 	unanswered := report.Unanswered()
 	for _, v := range unanswered {
 		s.log().Warn("collector: no oracle could answer about a job; its state is kept", "run", how, "job", v.Job, "failure", v.Failure)
+	}
+	unansweredExecutors := report.UnansweredExecutors()
+	for _, v := range unansweredExecutors {
+		s.log().Warn("collector: no oracle could answer about an executor; its tree is kept", "run", how, "executor", v.Executor, "failure", v.Failure)
 	}
 	if err != nil {
 		s.log().Error("collector run failed", "run", how, "err", err)
@@ -520,7 +589,7 @@ func (s *Server) ran(how string, report gc.Report, err error) {
 		}
 	}
 	s.log().Info("collector run", "run", how, "jobs_collected", jobs, "executors_collected", executors,
-		"unanswered", len(unanswered), "unknown", len(report.Unknown),
+		"unanswered", len(unanswered)+len(unansweredExecutors), "unknown", len(report.Unknown),
 		"chunks_swept", report.Swept.Chunks, "bytes_freed", report.Swept.Bytes, "took", report.Took.Duration())
 }
 
@@ -652,6 +721,17 @@ func (c *Client) Jobs(ctx context.Context) ([]*index.Job, error) {
 // SetVerdict gives the operator's verdict about a job.
 func (c *Client) SetVerdict(ctx context.Context, r VerdictRequest) error {
 	return c.call(ctx, http.MethodPost, "/job", r, &struct{}{})
+}
+
+// Executors lists the store's executor records.
+func (c *Client) Executors(ctx context.Context) ([]*index.Executor, error) {
+	var es []*index.Executor
+	return es, c.call(ctx, http.MethodGet, "/executors", nil, &es)
+}
+
+// SetExecutorVerdict gives the operator's verdict about an executor.
+func (c *Client) SetExecutorVerdict(ctx context.Context, r ExecutorVerdictRequest) error {
+	return c.call(ctx, http.MethodPost, "/executor", r, &struct{}{})
 }
 
 // Holds lists the held trees.

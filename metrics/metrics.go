@@ -189,7 +189,7 @@ func (m *Metrics) SetGCInterval(d time.Duration) {
 
 // Collected records one collector run that was not dry. It is
 // control.Server.Collected. A run that ended without error is complete
-// even if some job went unanswered: it did all it could.
+// even if some job or executor went unanswered: it did all it could.
 func (m *Metrics) Collected(r gc.Report, err error) {
 	if m == nil {
 		return
@@ -198,7 +198,7 @@ func (m *Metrics) Collected(r gc.Report, err error) {
 	switch {
 	case err != nil:
 		result = "failed" // what it removed before it failed is in r all the same
-	case len(r.Unanswered()) > 0:
+	case len(r.Unanswered())+len(r.UnansweredExecutors()) > 0:
 		result = "unanswered"
 	}
 	if err == nil {

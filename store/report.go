@@ -111,6 +111,16 @@ func (s *Store) Jobs() ([]*index.Job, error) {
 	return jobs, err
 }
 
+// Executors lists the executor records of the store, ordered by id.
+func (s *Store) Executors() ([]*index.Executor, error) {
+	var es []*index.Executor
+	err := s.Index.View(func(tx *index.Tx) (err error) {
+		es, err = tx.Executors()
+		return err
+	})
+	return es, err
+}
+
 // Inventory is, per job, which checkpoints of which subtasks the store
 // holds: what a scheduler needs to place a restarted task where its local
 // state already is.

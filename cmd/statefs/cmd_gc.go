@@ -21,7 +21,7 @@ import (
 func gcCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "gc",
-		Usage: "remove the state of jobs confirmed gone, then chunks nothing refers to",
+		Usage: "remove the state of jobs, and the trees of executors, confirmed gone, then chunks nothing refers to",
 		Flags: slices.Concat([]cli.Flag{storeFlag()}, collectorFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the collector's plan (what it would remove and why, and what that frees), change nothing"},
 			bytesFlag(),
@@ -147,12 +147,19 @@ func runGC(c *cli.Context) error {
 		}
 		fmt.Fprintln(c.App.Writer)
 	}
+	for _, v := range report.Executors {
+		fmt.Fprintf(c.App.Writer, "executor %s: %s (%s)\n", v.Executor, v.Verdict, v.Evidence)
+	}
 	z := sizesOf(c)
 	for _, cand := range report.Collected {
 		removed := fmt.Sprintf("%d names, %d files, %s", cand.Names, cand.Files, z.of(cand.Bytes))
-		if cand.Executor != "" {
-			fmt.Fprintf(c.App.Writer, "%s executor %s: %s (every job it held is gone and collected, nothing written within the grace period); kept %d\n",
-				verb, cand.Executor, removed, cand.Kept)
+		if e := cand.ExecutorRecord; e != nil {
+			v := e.Evidence
+			if cand.ExecutorVerdict != nil {
+				v = cand.ExecutorVerdict.Evidence
+			}
+			fmt.Fprintf(c.App.Writer, "%s executor %s: %s (verdict gone since %s: %s; every job it held is collected, nothing written within the grace period); kept %d written after it\n",
+				verb, cand.Executor, removed, stamp(e.Since), v, cand.Kept)
 			continue
 		}
 		if cand.Verdict.Verdict != index.VerdictGone {
@@ -174,14 +181,24 @@ func runGC(c *cli.Context) error {
 	for _, v := range report.Unanswered() {
 		fmt.Fprintf(c.App.ErrWriter, "job %s: no oracle could answer (%s); its state is kept\n", v.Job, v.Failure)
 	}
+	for _, v := range report.UnansweredExecutors() {
+		fmt.Fprintf(c.App.ErrWriter, "executor %s: no oracle could answer (%s); its tree is kept\n", v.Executor, v.Failure)
+	}
 	return unanswered(report)
 }
 
-// unanswered fails a run in which no oracle could answer about some job:
-// it did not do its work for them, and an operator's script must see it.
+// unanswered fails a run in which no oracle could answer about some job
+// or executor: it did not do its work for them, and an operator's script
+// must see it.
 func unanswered(r gc.Report) error {
-	if n := len(r.Unanswered()); n > 0 {
-		return fmt.Errorf("no oracle could answer about %d of %d jobs; check --flink-url and --job-result-store", n, len(r.Verdicts))
+	jobs, executors := len(r.Unanswered()), len(r.UnansweredExecutors())
+	switch {
+	case jobs > 0 && executors > 0:
+		return fmt.Errorf("no oracle could answer about %d of %d jobs and %d of %d executors; check --flink-url and --job-result-store", jobs, len(r.Verdicts), executors, len(r.Executors))
+	case jobs > 0:
+		return fmt.Errorf("no oracle could answer about %d of %d jobs; check --flink-url and --job-result-store", jobs, len(r.Verdicts))
+	case executors > 0:
+		return fmt.Errorf("no oracle could answer about %d of %d executors; check --flink-url", executors, len(r.Executors))
 	}
 	return nil
 }

@@ -33,6 +33,8 @@ func newApp() *cli.App {
 			gcCommand(),
 			jobCommand(),
 			jobsCommand(),
+			executorCommand(),
+			executorsCommand(),
 			fsckCommand(),
 			scrubCommand(),
 			inspectCommand(),
