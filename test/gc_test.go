@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,12 +204,94 @@ func TestGCBadInput(t *testing.T) {
 		{"gc", "--store", m.Store, "--flink-url", "notaurl"},
 		{"job", "--store", m.Store, "withdraw"},
 		{"gc", "--store", filepath.Join(m.Store, "nope")},
+		{"executor", "--store", m.Store, "gone", "../tm-1"},
+		{"executor", "--store", m.Store, "gone", "tm_tm-1/blobStorage"},
+		{"executor", "--store", m.Store, "gone", ""},
+		{"executor", "--store", m.Store, "maybe", "tm-1"},
+		{"executor", "--store", m.Store, "gone", "tm-2"}, // no tree of it here
+		{"executor", "--store", m.Store, "withdraw"},
+		{"executors", "--store", m.Store, "tm-1"},
 	} {
+		before := mustCLI(t, "executors", "--store", m.Store, "--json")
 		out, err := statefs(args...)
 		require.Error(t, err, "statefs %v", args)
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(out), "\n")+1, "one line for %v: %q", args, out)
+		require.Equal(t, before, mustCLI(t, "executors", "--store", m.Store, "--json"), "statefs %v changed an executor's record", args)
 	}
 	requireTree(t, m, files, true)
+}
+
+// An idle TaskManager of a session cluster, between jobs, keeps its
+// working directory (its blobs, RocksDB's native library) while Flink
+// lists it, after its last job is collected and with no grace period; once
+// Flink stops listing it, its tree goes after the grace period. The
+// verdicts show in statefs executors and statefs gc --dry-run; the
+// operator's word shows at once and is withdrawn.
+func TestGCKeepsARegisteredTaskManagersTree(t *testing.T) {
+	var registered atomic.Bool
+	registered.Store(true)
+	flink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/jobs/" + jobGone:
+			fmt.Fprint(w, `{"jid":"`+jobGone+`","state":"FINISHED"}`)
+		case "/taskmanagers":
+			list := `{"id":"tm-other","path":"pekko.tcp://flink@10.0.0.2:6122/user/rpc/taskmanager_0","freeSlots":2}`
+			if registered.Load() {
+				list += `,{"id":"tm-idle","path":"pekko.tcp://flink@10.0.0.1:6122/user/rpc/taskmanager_0","freeSlots":2}`
+			}
+			fmt.Fprint(w, `{"taskmanagers":[`+list+`]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer flink.Close()
+	m := mountFS(t)
+	job := flinkTreeOn(t, m, "tm-idle", jobGone, 140)
+	own := map[string][]byte{
+		"tm_tm-idle/blobStorage/incoming/temp-00000001":            pseudoRandom(64<<10, 141),
+		"tm_tm-idle/tmp/rocksdb-lib-5f1c/librocksdbjni-linux64.so": pseudoRandom(256<<10, 142),
+		"tm_tm-idle/slotAllocationSnapshots/" + holdAlloc + ".bin": []byte("slot 0"),
+	}
+	for p, b := range own {
+		putFileWithDirs(t, m.Path(p), b)
+	}
+	waitAllSealed(t, m)
+
+	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0", "--flink-url", flink.URL)
+	require.Contains(t, out, "removed job "+jobGone)
+	require.Contains(t, out, "executor tm-idle: live (")
+	require.NotContains(t, out, "removed executor")
+	requireTree(t, m, job, false)
+	requireTree(t, m, own, true)
+	require.Regexp(t, `(?m)^tm-idle +live +\S+ +- +\S+ +1 +operator: nothing said; flink `+flink.URL+`: registered TaskManager$`, mustCLI(t, "executors", "--store", m.Store))
+
+	// The operator's word shows at once; live wins over it.
+	mustCLI(t, "executor", "--store", m.Store, "gone", "tm-idle")
+	require.Regexp(t, `(?m)^tm-idle +live +\S+ +gone at \S+ `, mustCLI(t, "executors", "--store", m.Store))
+	out = mustCLI(t, "gc", "--store", m.Store, "--grace", "0", "--flink-url", flink.URL)
+	require.NotContains(t, out, "removed executor")
+	mustCLI(t, "executor", "--store", m.Store, "withdraw", "tm-idle")
+	var executors []index.Executor
+	cliJSON(t, &executors, "executors", "--store", m.Store, "--json")
+	require.Len(t, executors, 1)
+	require.Equal(t, index.VerdictUnknown, executors[0].Operator, "a withdrawn word stays: %+v", executors[0])
+
+	registered.Store(false)
+	dry := mustCLI(t, "gc", "--store", m.Store, "--grace", "1h", "--flink-url", flink.URL, "--dry-run")
+	require.Contains(t, dry, "executor tm-idle: gone (")
+	require.Contains(t, dry, "not among its 1 registered TaskManagers")
+	require.NotContains(t, dry, "would remove executor")
+	out = mustCLI(t, "gc", "--store", m.Store, "--grace", "1h", "--flink-url", flink.URL)
+	require.NotContains(t, out, "removed executor")
+	requireTree(t, m, own, true)
+	require.Regexp(t, `(?m)^tm-idle +gone +`, mustCLI(t, "executors", "--store", m.Store))
+
+	out = mustCLI(t, "gc", "--store", m.Store, "--grace", "0", "--flink-url", flink.URL)
+	require.Contains(t, out, "removed executor tm-idle")
+	requireTree(t, m, own, false)
+	_, err := os.Lstat(m.Path("tm_tm-idle"))
+	require.True(t, os.IsNotExist(err), "tm_tm-idle should be gone: %v", err)
+	require.Equal(t, "[]\n", mustCLI(t, "executors", "--store", m.Store, "--json"))
 }
 
 // The daemon's periodic collector removes a job once the operator says it
@@ -308,9 +391,10 @@ func TestGCWhileWritersDeduplicate(t *testing.T) {
 	verify("after restart")
 }
 
-// The tree of an executor whose jobs are all gone and collected, and that
-// nothing writes any more (a TaskManager pod name that never comes back),
-// goes too; a tree that still holds a job's state stays.
+// The tree of an executor whose TaskManager is said gone, whose jobs are
+// all gone and collected, and that nothing writes any more (a TaskManager
+// pod name that never comes back), goes too; a tree that still holds a
+// job's state stays.
 func TestGCRemovesAbandonedExecutorTrees(t *testing.T) {
 	m := mountFS(t)
 	old := flinkTreeOn(t, m, "tm-old", jobGone, 300)
@@ -323,9 +407,12 @@ func TestGCRemovesAbandonedExecutorTrees(t *testing.T) {
 	}
 	m.Unmount()
 	mustCLI(t, "job", "--store", m.Store, "gone", jobGone)
+	for _, rid := range []string{"tm-old", "tm-new"} {
+		mustCLI(t, "executor", "--store", m.Store, "gone", rid)
+	}
 	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0")
 	require.Contains(t, out, "removed executor tm-old")
-	require.NotContains(t, out, "executor tm-new")
+	require.NotContains(t, out, "removed executor tm-new")
 	m.Start()
 	requireTree(t, m, old, false)
 	_, err := os.Lstat(m.Path("tm_tm-old"))
@@ -398,13 +485,15 @@ func TestGCUnansweredIsNotOK(t *testing.T) {
 		return scrapeMetrics(t, addr).value("statefs_gc_runs_total", "unanswered") >= 1
 	}, 30*time.Second, 50*time.Millisecond, "no unanswered run counted:\n%s", tail(m.Log(), 3000))
 	require.Zero(t, scrapeMetrics(t, addr).value("statefs_gc_runs_total", "ok"), "a run with an unreachable oracle counted ok")
-	require.Contains(t, m.Log(), "no oracle could answer")
+	require.Contains(t, m.Log(), "no oracle could answer about a job")
 	require.Contains(t, m.Log(), jobGone)
+	require.Contains(t, m.Log(), "no oracle could answer about an executor")
 	m.Unmount()
 
 	r := runCLI(t, time.Minute, "gc", "--store", m.Store, "--gc-grace", "0", "--flink-url", down)
 	require.Equal(t, 1, r.code, "statefs gc with an unreachable oracle:\n%s%s", r.stdout, r.stderr)
 	require.Contains(t, r.stderr, "job "+jobGone+": no oracle could answer")
+	require.Contains(t, r.stderr, "executor tm-1: no oracle could answer")
 	require.Contains(t, r.stderr, "unreachable")
 	m.Start()
 	requireTree(t, m, files, true)
