@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The commands that only read a store (jobs, du, inspect, held, fsck
-// without --repair, scrub, jobs --collected) change none of its files when no daemon serves
-// it: no recovery, no free-space reserve, no index writes; what they print
+// The commands that only read a store (jobs, jobs --collected, executors,
+// du, inspect, held, fsck without --repair, scrub) change none of its files
+// when no daemon serves it: no recovery, no free-space reserve, no index writes; what they print
 // as JSON keeps to one style (printedJSONProblems). That holds
 // after a clean unmount, and after a kill, whose state they read as the
 // kill left it.
@@ -34,7 +34,8 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 	waitHolds(t, m, 1)
 
 	commands := [][]string{
-		{"jobs"}, {"jobs", "--json"}, {"jobs", "--collected"}, {"jobs", "--collected", "--json"}, {"du"}, {"du", "--by", "allocation", "--json"},
+		{"jobs"}, {"jobs", "--json"}, {"jobs", "--collected"}, {"jobs", "--collected", "--json"},
+		{"executors"}, {"executors", "--json"}, {"du"}, {"du", "--by", "allocation", "--json"},
 		{"inspect", sst}, {"inspect", "--json", filepath.Dir(sst)},
 		{"held"}, {"held", "--json"},
 		{"fsck"}, {"fsck", "--verify", "--json"}, {"scrub"}, {"scrub", "--json"},
@@ -46,6 +47,8 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 			// A gone job: gc's dry run plans to collect it.
 			r := runCLI(t, time.Minute, "job", "--store", m.Store, "gone", jobGone)
 			require.Equal(t, 0, r.code, "statefs job gone:\n%s%s", r.stdout, r.stderr)
+			r = runCLI(t, time.Minute, "executor", "--store", m.Store, "gone", "tm-1")
+			require.Equal(t, 0, r.code, "statefs executor gone:\n%s%s", r.stdout, r.stderr)
 		} else {
 			m.Start()
 			putFile(t, m.Path("tm_tm-1/after-restart"), []byte("written before the kill"), 0o644)
