@@ -94,7 +94,7 @@ func New(s *store.Store) *Metrics {
 		}, []string{"as"}),
 		gcRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statefs_gc_runs_total",
-			Help: "Collector runs in this daemon (periodic or asked for on the control socket; dry runs aside), by result: ok, failed (the run ended on an error), or unanswered (for some job no oracle could answer: unreachable, an error, a malformed answer).",
+			Help: "Collector runs in this daemon (periodic or asked for on the control socket; dry runs aside), by result: ok, failed (the run ended on an error), or unanswered (for some job or executor no oracle could answer: unreachable, an error, a malformed answer).",
 		}, []string{"result"}),
 		gcFreed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "statefs_gc_freed_bytes_total",
