@@ -72,7 +72,8 @@ func serve(h http.Handler, method, path string, body []byte) *httptest.ResponseR
 // store of /scrub is empty, so any rate ends at once).
 // Nothing panics or answers 5xx; POST /job changes the job's record only
 // when it answers 200, and then exactly as a well-formed request for a
-// Flink job id and gone or live says; POST /restore hands the filesystem
+// Flink job id and gone or live says, and POST /executor the executor's
+// likewise; POST /restore hands the filesystem
 // only paths inside the mount, downwards. The seed corpus is in
 // testdata/fuzz/FuzzRequestBody.
 func FuzzRequestBody(f *testing.F) {
@@ -82,6 +83,12 @@ func FuzzRequestBody(f *testing.F) {
 		`{"job":"` + fuzzJob + `","verdict":"unknown"}`,
 		`{"job":"` + fuzzJob + `","verdict":"gone"}{"job":"` + fuzzJob + `","verdict":"live"}`,
 		`{"job":"` + fuzzJob + `","verdict":"gone","x":1}`,
+		`{"executor":"tm-1","verdict":"gone"}`,
+		`{"executor":"tm-1","verdict":"live"}`,
+		`{"executor":"tm-1","withdraw":true}`,
+		`{"executor":"tm-1","verdict":"gone","withdraw":true}`,
+		`{"executor":"../tm-1","verdict":"gone"}`,
+		`{"executor":"tm-2","verdict":"gone"}`,
 		`{"hold":"0000000000000001","dest":"tm_1/localState/aid_x"}`,
 		`{"hold":"1","dest":"../../etc"}`,
 		`{"hold":"1","dest":"/mnt/statefs/../../etc"}`,
@@ -98,13 +105,18 @@ func FuzzRequestBody(f *testing.F) {
 		f.Add(uint8(0), []byte(b))
 		f.Add(uint8(1), []byte(b))
 		f.Add(uint8(2), []byte(b))
+		f.Add(uint8(3), []byte(b))
 	}
 	fs := &fakeFS{}
 	s := newTestServer(f, fs)
 	h := s.handler()
 	f.Fuzz(func(t *testing.T, endpoint uint8, body []byte) {
-		path := []string{"/job", "/restore", "/scrub"}[endpoint%3]
+		path := []string{"/job", "/restore", "/scrub", "/executor"}[endpoint%4]
 		before, err := s.Store.Jobs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		executorsBefore, err := s.Store.Executors()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +134,7 @@ func FuzzRequestBody(f *testing.F) {
 		switch path {
 		case "/job":
 			if w.Code != http.StatusOK {
-				if !equalJobs(before, after) {
+				if !equalJSON(before, after) {
 					t.Fatalf("POST /job %q answered %d but changed the job record", body, w.Code)
 				}
 				return
@@ -143,6 +155,39 @@ func FuzzRequestBody(f *testing.F) {
 			}
 			// Put the record back for the next input.
 			if err := s.Store.Index.Update(func(tx *index.Tx) error { return tx.PutJob(before[0]) }); err != nil {
+				t.Fatal(err)
+			}
+		case "/executor":
+			after, err := s.Store.Executors()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.Code != http.StatusOK {
+				if !equalJSON(executorsBefore, after) {
+					t.Fatalf("POST /executor %q answered %d but changed the executor record", body, w.Code)
+				}
+				return
+			}
+			var req struct {
+				Executor string `json:"executor"`
+				Verdict  string `json:"verdict"`
+				Withdraw bool   `json:"withdraw"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(body))
+			if err := dec.Decode(&req); err != nil || dec.More() {
+				t.Fatalf("POST /executor %q answered 200 for a body that is not one JSON object", body)
+			}
+			said := req.Verdict
+			if req.Withdraw {
+				said = "unknown"
+			}
+			if req.Executor != "tm-1" || (!req.Withdraw && said != "gone" && said != "live") {
+				t.Fatalf("POST /executor %q answered 200", body)
+			}
+			if len(after) != 1 || after[0].Operator.String() != said {
+				t.Fatalf("POST /executor %q answered 200; the record says %+v", body, after[0])
+			}
+			if err := s.Store.Index.Update(func(tx *index.Tx) error { return tx.PutExecutor(executorsBefore[0]) }); err != nil {
 				t.Fatal(err)
 			}
 		case "/restore":
@@ -173,7 +218,8 @@ func TestScrubRequest(t *testing.T) {
 	}
 }
 
-func equalJobs(a, b []*index.Job) bool {
+// equalJSON reports whether a and b print the same.
+func equalJSON(a, b any) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return bytes.Equal(ja, jb)
