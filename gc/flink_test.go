@@ -619,3 +619,42 @@ func TestFlinkRESTRefusesInvalidExecutorID(t *testing.T) {
 		t.Errorf("server asked %d times about invalid ids, want 0", n)
 	}
 }
+
+// FuzzTaskManagersResponse feeds arbitrary /taskmanagers bodies to
+// FlinkREST: it never panics, says live only when the body lists the
+// executor, and gone only when the body is an object whose "taskmanagers"
+// is an array of objects, each with a string "id", none the executor's.
+func FuzzTaskManagersResponse(f *testing.F) {
+	f.Add([]byte(`{"taskmanagers":[{"id":"tm-1","path":"p","freeSlots":1}]}`))
+	f.Add([]byte(`{"taskmanagers":[{"id":"y"}]}`))
+	f.Add([]byte(`{"taskmanagers":[]}`))
+	f.Add([]byte(`{"taskmanagers":[{"id":"y"},{"id":"tm-1","id":"z"}]}`))
+	f.Add([]byte(`{"taskmanagers":null}`))
+	f.Add([]byte(`{"taskmanagers":[null]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Body: io.NopCloser(bytes.NewReader(body)), Request: r}, nil
+		})}
+		got := (&gc.FlinkREST{URLs: []string{"http://flink.invalid:8081"}, Client: client}).JudgeExecutor(context.Background(), "tm-1")
+		if got.Verdict == index.VerdictUnknown {
+			return
+		}
+		var doc struct {
+			TaskManagers []map[string]json.RawMessage `json:"taskmanagers"`
+		}
+		if err := json.Unmarshal(body, &doc); err != nil || doc.TaskManagers == nil {
+			t.Fatalf("%v from a body without a list of TaskManagers (%v): %q", got.Verdict, err, body)
+		}
+		listed := false
+		for _, tm := range doc.TaskManagers {
+			var id string
+			if err := json.Unmarshal(tm["id"], &id); err != nil {
+				t.Fatalf("%v from a TaskManager without a string id (%v): %q", got.Verdict, err, body)
+			}
+			listed = listed || id == "tm-1"
+		}
+		if listed != (got.Verdict == index.VerdictLive) {
+			t.Fatalf("%v from a body that lists the executor: %v: %q", got.Verdict, listed, body)
+		}
+	})
+}
