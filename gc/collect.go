@@ -35,7 +35,10 @@ import (
 // over every Gone, and anything in doubt is Unknown, which keeps
 // everything. Only names made, and content written, before the verdict
 // began are deleted, so a job id that is reused keeps its new state, links
-// to old content included.
+// to old content included. An executor's tree is judged the same way, by
+// its own verdict about its TaskManager, and goes only once every job it
+// held is collected: a TaskManager that runs keeps its working directory
+// between jobs.
 //
 // The collector judges names, not inodes: it walks each job's trees from
 // their roots and removes the names it finds there. A file linked from

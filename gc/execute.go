@@ -14,9 +14,9 @@ import (
 // Execute carries out plan p: it records p's verdicts, removes each tree
 // whose verdict still holds, then sweeps. Before each job's or executor's
 // tree it asks the oracles again (DESIGN invariant 4: Gone again right
-// before the deletion), and before each name it checks the name again, as the index
-// is now: still the inode planned, still made and written before the
-// verdict, a directory still empty. Anything else stays, counted as kept.
+// before the deletion), and before each name it checks the name again, as
+// the index is now: still the inode planned, still made and written before
+// the verdict, a directory still empty. Anything else stays, counted as kept.
 // It reports what it removed, counted as the plan counts (tally), and
 // what the sweep and the removals freed. Each tree it removes from is
 // logged and recorded in the index (index.Collection) as it ends.

@@ -16,9 +16,9 @@ import (
 // from one snapshot of the index: the verdicts about jobs and executors as
 // the oracles give them now, and for each job gone for the grace period,
 // and each executor tree whose TaskManager is and every job of which goes,
-// the names to remove, children before their directory. Making a plan changes nothing; Execute carries it out,
-// checking each verdict and each name again as it removes; a dry run
-// prints it (Report).
+// the names to remove, children before their directory. Making a plan
+// changes nothing; Execute carries it out, checking each verdict and each
+// name again as it removes; a dry run prints it (Report).
 type Plan struct {
 	Verdicts  []JobVerdict
 	Executors []ExecutorVerdict
