@@ -117,7 +117,8 @@ func TestGCKeepsWhatIsNotConfirmedGone(t *testing.T) {
 }
 
 // A live answer from Flink wins over the operator's gone, and a job that
-// Flink reports FINISHED is collected.
+// Flink reports FINISHED is collected; the TaskManager that Flink lists
+// keeps its tree.
 func TestGCAsksFlink(t *testing.T) {
 	var hits int
 	flink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -127,6 +128,8 @@ func TestGCAsksFlink(t *testing.T) {
 			fmt.Fprint(w, `{"jid":"`+jobLive+`","state":"RUNNING"}`)
 		case "/jobs/" + jobGone:
 			fmt.Fprint(w, `{"jid":"`+jobGone+`","state":"FINISHED"}`)
+		case "/taskmanagers":
+			fmt.Fprint(w, `{"taskmanagers":[{"id":"tm-1"}]}`)
 		default:
 			http.NotFound(w, r)
 		}
@@ -140,6 +143,7 @@ func TestGCAsksFlink(t *testing.T) {
 	out := mustCLI(t, "gc", "--store", m.Store, "--grace", "0", "--flink-url", flink.URL)
 	require.Contains(t, out, "removed job "+jobGone)
 	require.NotContains(t, out, "removed job "+jobLive)
+	require.Contains(t, out, "executor tm-1: live (")
 	require.Positive(t, hits)
 	m.Start()
 	requireTree(t, m, gone, false)

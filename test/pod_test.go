@@ -32,6 +32,10 @@ func TestPodWithItsStoreMovesToAnotherNode(t *testing.T) {
 	const pod = "flink-taskmanager-0"
 	var finished atomic.Bool
 	jobManager := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/taskmanagers" { // the pod's TaskManager, registered throughout
+			fmt.Fprintf(w, `{"taskmanagers":[{"id":%q}]}`, pod)
+			return
+		}
 		state := "RUNNING"
 		if r.URL.Path == "/jobs/"+jobGone && finished.Load() {
 			state = "FINISHED"
