@@ -16,7 +16,9 @@
 // pruned checkpoints) is removed for good.
 //
 // A held tree goes when its job's state is collected (it keeps its owners,
-// so the collector finds it through the job roots), when it is older than
+// so the collector finds it through the job roots, and the holder drops
+// the tree it empties; the directories above the job's state are the
+// executor's, whose TaskManager may run on), when it is older than
 // the hold TTL, or, oldest first, when the store's disk has less free
 // space than the floor. statefs restore moves it back by rename.
 //
