@@ -115,6 +115,10 @@ func (c *Collector) Plan(ctx context.Context) (*Plan, error) {
 			return nil, err
 		}
 		judgedExecutor(e, v)
+		if e.Gone() {
+			v.Since = time.Unix(0, e.Since).UTC()
+			v.CollectableAt = v.Since.Add(c.Grace)
+		}
 		judgedExecutors = append(judgedExecutors, e)
 		p.Executors = append(p.Executors, v)
 	}

@@ -43,12 +43,17 @@ type JobVerdict struct {
 // ExecutorVerdict is one oracle's answer about one executor: whether the
 // TaskManager with that resource id still runs. Its fields mean what a
 // JobVerdict's do; Failure says why an oracle could not answer, and a
-// combined verdict has one when it is Unknown and an oracle failed.
+// combined verdict has one when it is Unknown and an oracle failed. A
+// plan's gone verdicts (Plan.Executors) say since when and until when the
+// grace period holds the tree, which goes then once every job it held is
+// collected.
 type ExecutorVerdict struct {
-	Executor string        `json:"executor"`
-	Verdict  index.Verdict `json:"verdict"`
-	Evidence string        `json:"evidence"`
-	Oracle   string        `json:"oracle"`
-	At       time.Time     `json:"at"`
-	Failure  string        `json:"failure,omitempty"`
+	Executor      string        `json:"executor"`
+	Verdict       index.Verdict `json:"verdict"`
+	Evidence      string        `json:"evidence"`
+	Oracle        string        `json:"oracle"`
+	At            time.Time     `json:"at"`
+	Failure       string        `json:"failure,omitempty"`
+	Since         time.Time     `json:"since,omitzero"`
+	CollectableAt time.Time     `json:"collectable_at,omitzero"`
 }

@@ -284,6 +284,7 @@ func TestGCKeepsARegisteredTaskManagersTree(t *testing.T) {
 	dry := mustCLI(t, "gc", "--store", m.Store, "--grace", "1h", "--flink-url", flink.URL, "--dry-run")
 	require.Contains(t, dry, "executor tm-idle: gone (")
 	require.Contains(t, dry, "not among its 1 registered TaskManagers")
+	require.Regexp(t, `executor tm-idle: gone \(.*\); gone since \S+, collectable after \S+ \(--gc-grace 1h0m0s\)`, dry)
 	require.NotContains(t, dry, "would remove executor")
 	out = mustCLI(t, "gc", "--store", m.Store, "--grace", "1h", "--flink-url", flink.URL)
 	require.NotContains(t, out, "removed executor")

@@ -132,10 +132,12 @@ func runGC(c *cli.Context) error {
 	if req.DryRun {
 		verb = "would remove"
 	}
-	collected := map[string]bool{}
+	collected, collectedExecutors := map[string]bool{}, map[string]bool{}
 	for _, cand := range report.Collected {
 		if cand.Executor == "" {
 			collected[cand.Job.ID] = true
+		} else {
+			collectedExecutors[cand.Executor] = true
 		}
 	}
 	for _, v := range report.Verdicts {
@@ -148,7 +150,12 @@ func runGC(c *cli.Context) error {
 		fmt.Fprintln(c.App.Writer)
 	}
 	for _, v := range report.Executors {
-		fmt.Fprintf(c.App.Writer, "executor %s: %s (%s)\n", v.Executor, v.Verdict, v.Evidence)
+		fmt.Fprintf(c.App.Writer, "executor %s: %s (%s)", v.Executor, v.Verdict, v.Evidence)
+		if !v.CollectableAt.IsZero() && !collectedExecutors[v.Executor] {
+			fmt.Fprintf(c.App.Writer, "; gone since %s, collectable after %s (--gc-grace %s) once every job it held is collected",
+				v.Since.Format(time.RFC3339), v.CollectableAt.Format(time.RFC3339), req.Grace)
+		}
+		fmt.Fprintln(c.App.Writer)
 	}
 	z := sizesOf(c)
 	for _, cand := range report.Collected {
