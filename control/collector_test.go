@@ -3,6 +3,7 @@ package control_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,9 +15,16 @@ import (
 	"github.com/statefs/statefs/index"
 )
 
-// notFoundFlink is a Flink REST API that knows no job.
+// notFoundFlink is a Flink REST API that knows no job; its one
+// TaskManager, tm-1, runs.
 func notFoundFlink(t *testing.T) string {
-	srv := httptest.NewServer(http.NotFoundHandler())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/taskmanagers" { // the TaskManager runs on
+			io.WriteString(w, `{"taskmanagers":[{"id":"tm-1"}]}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

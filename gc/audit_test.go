@@ -32,6 +32,7 @@ func TestCollectLogsAndRecordsEachRemoval(t *testing.T) {
 	f.build(gcTree...)
 	f.sayGone(jobA, time.Now())
 	f.sayGone(jobB, time.Now())
+	f.sayExecutor("x", index.VerdictGone, time.Now())
 	var log bytes.Buffer
 	col := f.collector()
 	col.Log = slog.New(slog.NewTextHandler(&log, nil))
@@ -59,14 +60,14 @@ func TestCollectLogsAndRecordsEachRemoval(t *testing.T) {
 				t.Errorf("log line %q lacks %q", lines[i], want)
 			}
 		}
-		if c.Executor == "" && (!strings.Contains(lines[i], "verdict=gone") || !strings.Contains(lines[i], "evidence=")) {
+		if !strings.Contains(lines[i], "verdict=gone") || !strings.Contains(lines[i], "evidence=") {
 			t.Errorf("log line %q lacks the verdict and its evidence", lines[i])
 		}
 		if rec.Job != c.Job.ID && c.Executor == "" || rec.Executor != c.Executor || rec.Names != c.Names || rec.Files != c.Files ||
 			rec.Bytes != c.Bytes || rec.Why == "" || rec.At == 0 {
 			t.Errorf("record %d = %+v, want what candidate %+v removed, when and why", i, rec, c)
 		}
-		if c.Executor == "" && (rec.Verdict != index.VerdictGone || !strings.Contains(rec.Evidence, "operator")) {
+		if rec.Verdict != index.VerdictGone || !strings.Contains(rec.Evidence, "operator") {
 			t.Errorf("record %d = %+v, want the gone verdict and the operator's evidence", i, rec)
 		}
 	}
@@ -206,8 +207,8 @@ func TestCollectUnknownAfter(t *testing.T) {
 			col.Now = func() time.Time { return first.Add(c.wait) }
 			r := f.run(col, false)
 			want := before
-			if c.collect { // A and B, and then their executor's tree
-				want = without(before, "tm_x/")
+			if c.collect { // A and B; their executor's tree stays, its TaskManager unknown
+				want = without(before, "jid_{A}", "job_{A}", "jid_{B}", "job_{B}")
 			}
 			f.checkPaths("after the run", want)
 			if got := len(r.Collected) > 0; got != c.collect {

@@ -186,6 +186,8 @@ func (t *tree) collection(now time.Time) *index.Collection {
 		Names: t.Names, Files: t.Files, Bytes: t.Bytes, Kept: t.Kept}
 	if t.Executor == "" {
 		rec.Job, rec.Verdict, rec.Evidence = t.Job.ID, t.Verdict.Verdict, t.Verdict.Evidence
+	} else if t.ExecutorVerdict != nil {
+		rec.Verdict, rec.Evidence = t.ExecutorVerdict.Verdict, t.ExecutorVerdict.Evidence
 	}
 	return rec
 }
@@ -195,7 +197,7 @@ func (t *tree) collection(now time.Time) *index.Collection {
 func (c *Collector) logRemoval(rec *index.Collection) {
 	who := []any{"job", rec.Job, "verdict", rec.Verdict.String(), "evidence", rec.Evidence}
 	if rec.Executor != "" {
-		who = []any{"executor", rec.Executor}
+		who = []any{"executor", rec.Executor, "verdict", rec.Verdict.String(), "evidence", rec.Evidence}
 	}
 	c.log().Info("collector removed", append(who, "why", rec.Why,
 		"names", rec.Names, "files", rec.Files, "bytes", rec.Bytes, "kept", rec.Kept)...)

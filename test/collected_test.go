@@ -46,6 +46,10 @@ func TestJobsCollectedAfterGC(t *testing.T) {
 			fmt.Fprint(w, `{"jid":"`+jobGone+`","state":"FINISHED"}`)
 			return
 		}
+		if r.URL.Path == "/taskmanagers" { // tm-1 is gone too
+			fmt.Fprint(w, `{"taskmanagers":[]}`)
+			return
+		}
 		http.NotFound(w, r) // jobLive: forgotten by Flink
 	}))
 	defer flink.Close()
@@ -94,6 +98,11 @@ func TestJobsCollectedAfterGC(t *testing.T) {
 	require.Equal(t, jobLive, recs[1].Job)
 	require.Equal(t, "unknown", recs[1].Verdict)
 	require.Contains(t, recs[1].Evidence, "404")
+	require.Len(t, recs, 3, "%+v", recs)
+	require.Equal(t, "tm-1", recs[2].Executor)
+	require.Equal(t, "gone", recs[2].Verdict)
+	require.Contains(t, recs[2].Evidence, "not among its 0 registered TaskManagers")
+	require.Contains(t, out, "removed executor tm-1")
 	m.Start()
 	requireTree(t, m, unknown, false)
 }

@@ -102,7 +102,7 @@ func printCollected(c *cli.Context) error {
 	for _, r := range cs {
 		job, verdict, evidence := r.Job, r.Verdict.String(), r.Evidence
 		if r.Executor != "" {
-			job, verdict, evidence = "-", "-", "-"
+			job = "-" // the executor's verdict is about its TaskManager
 		}
 		executor := r.Executor
 		if executor == "" {
