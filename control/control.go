@@ -102,7 +102,8 @@ func SetVerdict(s *store.Store, r VerdictRequest) error {
 	if !owner.IsFlinkID(r.Job) {
 		return fmt.Errorf("%q is not a Flink job id (32 lowercase hex characters)", r.Job)
 	}
-	if err := checkSaid(r.Verdict, r.Withdraw); err != nil {
+	said, at, err := operatorWord(r.Verdict, r.Withdraw)
+	if err != nil {
 		return err
 	}
 	return s.Index.Update(func(tx *index.Tx) error {
@@ -113,10 +114,7 @@ func SetVerdict(s *store.Store, r VerdictRequest) error {
 		if err != nil {
 			return err
 		}
-		j.Operator, j.OperatorAt = r.Verdict, index.Now()
-		if r.Withdraw {
-			j.OperatorAt = 0
-		}
+		j.Operator, j.OperatorAt = said, at
 		return tx.PutJob(j)
 	})
 }
@@ -137,7 +135,8 @@ func SetExecutorVerdict(s *store.Store, r ExecutorVerdictRequest) error {
 	if !owner.IsResourceID(r.Executor) {
 		return fmt.Errorf("%q is not a TaskManager resource id (1 to 255 of A-Z a-z 0-9 . _ -, not . or ..)", r.Executor)
 	}
-	if err := checkSaid(r.Verdict, r.Withdraw); err != nil {
+	said, at, err := operatorWord(r.Verdict, r.Withdraw)
+	if err != nil {
 		return err
 	}
 	return s.Index.Update(func(tx *index.Tx) error {
@@ -148,24 +147,25 @@ func SetExecutorVerdict(s *store.Store, r ExecutorVerdictRequest) error {
 		if err != nil {
 			return err
 		}
-		e.Operator, e.OperatorAt = r.Verdict, index.Now()
-		if r.Withdraw {
-			e.OperatorAt = 0
-		}
+		e.Operator, e.OperatorAt = said, at
 		return tx.PutExecutor(e)
 	})
 }
 
-// checkSaid refuses an operator's word that is neither gone nor live, or
-// a withdrawal with a verdict.
-func checkSaid(v index.Verdict, withdraw bool) error {
+// operatorWord is what a record's Operator and OperatorAt become when the
+// operator says v (gone or live: said now), or withdraws the word
+// (nothing said, at no time). It refuses any other verdict, and a
+// withdrawal with a verdict.
+func operatorWord(v index.Verdict, withdraw bool) (said index.Verdict, at int64, err error) {
 	switch {
 	case withdraw && v != index.VerdictUnknown:
-		return fmt.Errorf("withdraw takes no verdict, not %s", v)
+		return 0, 0, fmt.Errorf("withdraw takes no verdict, not %s", v)
 	case !withdraw && v != index.VerdictGone && v != index.VerdictLive:
-		return fmt.Errorf("the operator's verdict must be gone or live, not %s", v)
+		return 0, 0, fmt.Errorf("the operator's verdict must be gone or live, not %s", v)
+	case withdraw:
+		return index.VerdictUnknown, 0, nil
 	}
-	return nil
+	return v, index.Now(), nil
 }
 
 // RestoreRequest asks to put held tree Hold back at Dest, a path relative
@@ -328,9 +328,9 @@ func (s *Server) handler() http.Handler {
 	s.slots = make(chan struct{}, maxInFlight)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /jobs", s.admitted(s.jobs))
-	mux.HandleFunc("POST /job", s.verdict)
+	mux.HandleFunc("POST /job", operatorSays(s, SetVerdict))
 	mux.HandleFunc("GET /executors", s.admitted(s.executors))
-	mux.HandleFunc("POST /executor", s.executorVerdict)
+	mux.HandleFunc("POST /executor", operatorSays(s, SetExecutorVerdict))
 	mux.HandleFunc("POST /gc", s.gc)
 	mux.HandleFunc("GET /inspect", s.admitted(s.inspect))
 	mux.HandleFunc("GET /du", s.admitted(s.du))
@@ -407,19 +407,6 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) {
 	reply(w, jobs, err)
 }
 
-func (s *Server) verdict(w http.ResponseWriter, r *http.Request) {
-	var req VerdictRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	release, ok := s.admit(w)
-	if !ok {
-		return
-	}
-	defer release()
-	reply(w, struct{}{}, SetVerdict(s.Store, req))
-}
-
 func (s *Server) collected(w http.ResponseWriter, r *http.Request) {
 	cs, err := Collections(s.Store)
 	reply(w, cs, err)
@@ -442,17 +429,22 @@ func (s *Server) executors(w http.ResponseWriter, r *http.Request) {
 	reply(w, es, err)
 }
 
-func (s *Server) executorVerdict(w http.ResponseWriter, r *http.Request) {
-	var req ExecutorVerdictRequest
-	if !decode(w, r, &req) {
-		return
+// operatorSays serves the operator's word about one kind of subject
+// (POST /job, POST /executor): a request of type R, read whole before a
+// slot is taken, recorded in the store by set.
+func operatorSays[R any](s *Server, set func(*store.Store, R) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req R
+		if !decode(w, r, &req) {
+			return
+		}
+		release, ok := s.admit(w)
+		if !ok {
+			return
+		}
+		defer release()
+		reply(w, struct{}{}, set(s.Store, req))
 	}
-	release, ok := s.admit(w)
-	if !ok {
-		return
-	}
-	defer release()
-	reply(w, struct{}{}, SetExecutorVerdict(s.Store, req))
 }
 
 func (s *Server) holds(w http.ResponseWriter, r *http.Request) {
