@@ -121,25 +121,21 @@ func (f *FlinkREST) Judge(ctx context.Context, job string) JobVerdict {
 		return out
 	}
 
-	answers, evidence := f.each(func(client *http.Client, base string) (flinkAnswer, string) {
+	got := f.each(func(client *http.Client, base string) (flinkAnswer, string) {
 		return f.ask(ctx, client, base, job)
 	})
-	count := map[flinkAnswer]int{}
-	for _, a := range answers {
-		count[a]++
-	}
 	switch {
-	case count[flinkLive] > 0:
+	case got.any(flinkLive):
 		out.Verdict = index.VerdictLive
-	case count[flinkTerminal] > 0:
+	case got.any(flinkTerminal):
 		out.Verdict = index.VerdictGone
-	case f.NotFoundIsGone && count[flinkNotFound] == len(answers):
+	case f.NotFoundIsGone && got.all(flinkNotFound):
 		out.Verdict = index.VerdictGone
 	}
-	out.Evidence = strings.Join(evidence, "; ")
-	out.NotFound = out.Verdict == index.VerdictUnknown && count[flinkNotFound] == len(answers)
+	out.Evidence = got.evidence()
+	out.NotFound = out.Verdict == index.VerdictUnknown && got.all(flinkNotFound)
 	if out.Verdict == index.VerdictUnknown {
-		out.Failure = failed(answers, evidence)
+		out.Failure = got.failure()
 	}
 	return out
 }
@@ -156,49 +152,61 @@ func (f *FlinkREST) JudgeExecutor(ctx context.Context, executor string) Executor
 		out.Evidence = "flink: no URL configured"
 		return out
 	}
-	answers, evidence := f.each(func(client *http.Client, base string) (flinkAnswer, string) {
+	got := f.each(func(client *http.Client, base string) (flinkAnswer, string) {
 		return f.askTaskManagers(ctx, client, base, executor)
 	})
-	count := map[flinkAnswer]int{}
-	for _, a := range answers {
-		count[a]++
-	}
 	switch {
-	case count[flinkLive] > 0:
+	case got.any(flinkLive):
 		out.Verdict = index.VerdictLive
-	case count[flinkNotListed] == len(answers):
+	case got.all(flinkNotListed):
 		out.Verdict = index.VerdictGone
 	}
-	out.Evidence = strings.Join(evidence, "; ")
+	out.Evidence = got.evidence()
 	if out.Verdict == index.VerdictUnknown {
-		out.Failure = failed(answers, evidence)
+		out.Failure = got.failure()
 	}
 	return out
 }
 
-// each asks every URL at once with ask and returns what each answered and
-// said, in the order of the URLs, each saying prefixed with its URL.
-func (f *FlinkREST) each(ask func(client *http.Client, base string) (flinkAnswer, string)) ([]flinkAnswer, []string) {
+// flinkAnswers is what every URL answered to one question, and said, in
+// the order of the URLs, each saying prefixed with its URL.
+type flinkAnswers struct {
+	answers []flinkAnswer
+	said    []string
+}
+
+// each asks every URL at once with ask.
+func (f *FlinkREST) each(ask func(client *http.Client, base string) (flinkAnswer, string)) flinkAnswers {
 	client := f.client()
-	answers := make([]flinkAnswer, len(f.URLs))
-	evidence := make([]string, len(f.URLs))
+	got := flinkAnswers{answers: make([]flinkAnswer, len(f.URLs)), said: make([]string, len(f.URLs))}
 	var wg sync.WaitGroup
 	for i, base := range f.URLs {
 		wg.Go(func() {
 			a, said := ask(client, base)
-			answers[i], evidence[i] = a, "flink "+base+": "+said
+			got.answers[i], got.said[i] = a, "flink "+base+": "+said
 		})
 	}
 	wg.Wait()
-	return answers, evidence
+	return got
 }
 
-// failed joins the evidence of the URLs that gave no answer.
-func failed(answers []flinkAnswer, evidence []string) string {
+// any reports whether some URL answered a.
+func (got flinkAnswers) any(a flinkAnswer) bool { return slices.Contains(got.answers, a) }
+
+// all reports whether every URL answered a.
+func (got flinkAnswers) all(a flinkAnswer) bool {
+	return !slices.ContainsFunc(got.answers, func(b flinkAnswer) bool { return b != a })
+}
+
+// evidence joins what every URL said.
+func (got flinkAnswers) evidence() string { return strings.Join(got.said, "; ") }
+
+// failure joins what the URLs that gave no answer said.
+func (got flinkAnswers) failure() string {
 	var out []string
-	for i, a := range answers {
+	for i, a := range got.answers {
 		if a == flinkFailed {
-			out = append(out, evidence[i])
+			out = append(out, got.said[i])
 		}
 	}
 	return strings.Join(out, "; ")
