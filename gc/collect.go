@@ -140,22 +140,22 @@ func (s Seconds) Duration() time.Duration { return time.Duration(s) }
 // (JobVerdict.Failure): a run with any is not doing its work for those
 // jobs, whose state it keeps however long they have been gone.
 func (r Report) Unanswered() []JobVerdict {
-	var out []JobVerdict
-	for _, v := range r.Verdicts {
-		if v.Failure != "" {
-			out = append(out, v)
-		}
-	}
-	return out
+	return unanswered(r.Verdicts, func(v JobVerdict) string { return v.Failure })
 }
 
 // UnansweredExecutors are the executor verdicts of r for which no oracle
 // could answer: their trees are kept however long their TaskManagers have
 // been gone.
 func (r Report) UnansweredExecutors() []ExecutorVerdict {
-	var out []ExecutorVerdict
-	for _, v := range r.Executors {
-		if v.Failure != "" {
+	return unanswered(r.Executors, func(v ExecutorVerdict) string { return v.Failure })
+}
+
+// unanswered are the verdicts of vs with a failure, in order; nil for
+// none.
+func unanswered[V any](vs []V, failure func(V) string) []V {
+	var out []V
+	for _, v := range vs {
+		if failure(v) != "" {
 			out = append(out, v)
 		}
 	}
@@ -249,16 +249,24 @@ func judged(j *index.Job, v JobVerdict, now time.Time) {
 	case j.UnknownSince == 0:
 		j.UnknownSince = now.UnixNano()
 	}
-	if j.Verdict != v.Verdict || j.Since == 0 {
-		j.Since = v.At.UnixNano()
-		// The operator's word holds from when it was said: state written
-		// after it is never collected under it.
-		if v.Verdict == index.VerdictGone && j.Operator == index.VerdictGone {
-			j.Since = min(j.Since, j.OperatorAt)
-		}
-	}
+	j.Since = heldSince(j.Verdict, j.Since, v.Verdict, v.At, j.Operator, j.OperatorAt)
 	j.Verdict, j.Evidence, j.Oracle = v.Verdict, v.Evidence, v.Oracle
 	j.CheckedAt = v.At.UnixNano()
+}
+
+// heldSince is when verdict is, judged at at, began to hold without a
+// break, for a record whose verdict was was, holding since since: since
+// while the verdict stays (and since is set), at when it changes. The operator's
+// gone, said at operatorAt, holds from when it was said: state written
+// after it is never collected under it.
+func heldSince(was index.Verdict, since int64, is index.Verdict, at time.Time, operator index.Verdict, operatorAt int64) int64 {
+	if was == is && since != 0 {
+		return since
+	}
+	if is == index.VerdictGone && operator == index.VerdictGone {
+		return min(at.UnixNano(), operatorAt)
+	}
+	return at.UnixNano()
 }
 
 // written is when the executor last wrote an inode, and its logical size.
@@ -294,7 +302,7 @@ func (o operator) Judge(ctx context.Context, job string) JobVerdict {
 	}
 	v.NotFound = false
 	v.Verdict = o.job.Operator
-	v.Evidence = fmt.Sprintf("operator: statefs job %s at %s", o.job.Operator, time.Unix(0, o.job.OperatorAt).UTC().Format(time.RFC3339))
+	v.Evidence = operatorEvidence("job", o.job.Operator, o.job.OperatorAt)
 	return v
 }
 
@@ -337,12 +345,7 @@ func (c *Collector) recordExecutor(v ExecutorVerdict) error {
 // judgedExecutor updates executor record e with verdict v as judged does
 // a job's.
 func judgedExecutor(e *index.Executor, v ExecutorVerdict) {
-	if e.Verdict != v.Verdict || e.Since == 0 {
-		e.Since = v.At.UnixNano()
-		if v.Verdict == index.VerdictGone && e.Operator == index.VerdictGone {
-			e.Since = min(e.Since, e.OperatorAt)
-		}
-	}
+	e.Since = heldSince(e.Verdict, e.Since, v.Verdict, v.At, e.Operator, e.OperatorAt)
 	e.Verdict, e.Evidence, e.Oracle = v.Verdict, v.Evidence, v.Oracle
 	e.CheckedAt = v.At.UnixNano()
 }
@@ -363,6 +366,13 @@ func (o executorOperator) JudgeExecutor(ctx context.Context, executor string) Ex
 		return v
 	}
 	v.Verdict = o.e.Operator
-	v.Evidence = fmt.Sprintf("operator: statefs executor %s at %s", o.e.Operator, time.Unix(0, o.e.OperatorAt).UTC().Format(time.RFC3339))
+	v.Evidence = operatorEvidence("executor", o.e.Operator, o.e.OperatorAt)
 	return v
+}
+
+// operatorEvidence is the evidence of the operator's word said, given
+// with `statefs command said` at at: the command as the operator typed it,
+// and when.
+func operatorEvidence(command string, said index.Verdict, at int64) string {
+	return fmt.Sprintf("operator: statefs %s %s at %s", command, said, time.Unix(0, at).UTC().Format(time.RFC3339))
 }
