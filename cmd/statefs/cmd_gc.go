@@ -144,16 +144,14 @@ func runGC(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "job %s: %s (%s)", v.Job, v.Verdict, v.Evidence)
 		// A gone job that stays is within its grace period: say until when.
 		if !v.CollectableAt.IsZero() && !collected[v.Job] {
-			fmt.Fprintf(c.App.Writer, "; gone since %s, collectable after %s (--gc-grace %s)",
-				v.Since.Format(time.RFC3339), v.CollectableAt.Format(time.RFC3339), req.Grace)
+			fmt.Fprint(c.App.Writer, withinGrace(v.Since, v.CollectableAt, req.Grace))
 		}
 		fmt.Fprintln(c.App.Writer)
 	}
 	for _, v := range report.Executors {
 		fmt.Fprintf(c.App.Writer, "executor %s: %s (%s)", v.Executor, v.Verdict, v.Evidence)
 		if !v.CollectableAt.IsZero() && !collectedExecutors[v.Executor] {
-			fmt.Fprintf(c.App.Writer, "; gone since %s, collectable after %s (--gc-grace %s) once every job it held is collected",
-				v.Since.Format(time.RFC3339), v.CollectableAt.Format(time.RFC3339), req.Grace)
+			fmt.Fprint(c.App.Writer, withinGrace(v.Since, v.CollectableAt, req.Grace)+" once every job it held is collected")
 		}
 		fmt.Fprintln(c.App.Writer)
 	}
@@ -192,6 +190,13 @@ func runGC(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "executor %s: no oracle could answer (%s); its tree is kept\n", v.Executor, v.Failure)
 	}
 	return unanswered(report)
+}
+
+// withinGrace says, after a gone verdict, why what it is about stays: gone
+// since since, it is within the grace period, which ends at collectableAt.
+func withinGrace(since, collectableAt time.Time, grace time.Duration) string {
+	return fmt.Sprintf("; gone since %s, collectable after %s (--gc-grace %s)",
+		since.Format(time.RFC3339), collectableAt.Format(time.RFC3339), grace)
 }
 
 // unanswered fails a run in which no oracle could answer about some job
