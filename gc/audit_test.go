@@ -3,6 +3,7 @@ package gc_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -291,5 +292,87 @@ func TestCollectUnknownAfterChecksAgain(t *testing.T) {
 			}
 			f.check()
 		})
+	}
+}
+
+// The JobResultStore records jobs that ended, so a job that runs has no
+// entry there either: its "no entry", like the operator's silence, is no
+// evidence that a job is forgotten. With it as the only oracle no job is
+// unknown to every oracle, and CollectUnknownAfter collects nothing however
+// long the jobs go unwritten; beside a Flink that answers 404 for a job,
+// the job is.
+func TestCollectUnknownNeedsAnOracleThatSeesRunningJobs(t *testing.T) {
+	f := newFixture(t)
+	f.build(gcTree...)
+	jrs := &gc.JobResultStore{Dir: t.TempDir()}
+	col := f.collector(jrs)
+	col.CollectUnknownAfter = time.Hour
+	first := time.Now()
+	col.Now = func() time.Time { return first }
+	if r := f.run(col, false); len(r.Unknown) != 0 {
+		t.Errorf("with the JobResultStore alone, the running jobs %v are unknown to every oracle", r.Unknown)
+	}
+	col.Now = func() time.Time { return first.Add(2 * time.Hour) }
+	if r := f.run(col, false); len(r.Collected) != 0 {
+		t.Errorf("with the JobResultStore alone, collected %s", collected(r.Collected))
+	}
+
+	col.Oracles = append(col.Oracles, &notFound{})
+	if r := f.run(col, false); len(r.Unknown) == 0 {
+		t.Errorf("a job Flink answers 404 for, with no entry in the JobResultStore, is not unknown to every oracle: %+v", r.Verdicts)
+	}
+}
+
+// failingRemover removes names in the index, as statefs gc does offline,
+// and fails from its nth removal on (the disk's EIO, say).
+type failingRemover struct {
+	f        *fixture
+	n, calls int
+}
+
+func (r *failingRemover) Remove(dir uint64, name string) (bool, error) {
+	r.calls++
+	if r.calls >= r.n {
+		return false, errors.New("input/output error")
+	}
+	err := r.f.S.Index.Update(func(tx *index.Tx) error {
+		left, err := tx.Remove(dir, name)
+		if err != nil || left == nil || left.Nlink > 0 {
+			return err
+		}
+		_, err = tx.Reap(left.Ino)
+		return err
+	})
+	return false, err
+}
+
+// A run that fails part-way through a tree has removed names all the same:
+// they are logged and recorded, with what stayed counted as kept, and the
+// job's record stays for the next run.
+func TestCollectRecordsRemovalsBeforeAFailure(t *testing.T) {
+	f := newFixture(t)
+	f.build(gcTree...)
+	f.sayGone(jobA, time.Now())
+	before := len(f.paths())
+	var log bytes.Buffer
+	col := f.collector()
+	col.Log = slog.New(slog.NewTextHandler(&log, nil))
+	col.Remover = &failingRemover{f: f, n: 5}
+	if _, err := col.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("run: %v, want the remover's failure", err)
+	}
+	removed := before - len(f.paths())
+	if removed != 4 {
+		t.Fatalf("%d names removed before the failure, want 4", removed)
+	}
+	recs := f.collections()
+	if len(recs) != 1 || recs[0].Job != jobA || recs[0].Names != removed || recs[0].Kept == 0 {
+		t.Errorf("records after a failed removal: %+v, want one for job A with %d names and the rest kept", recs, removed)
+	}
+	if !strings.Contains(log.String(), "collector removed") || !strings.Contains(log.String(), "names=4") {
+		t.Errorf("log after a failed removal: %q, want the 4 names removed", log.String())
+	}
+	if _, err := f.job(jobA); err != nil {
+		t.Errorf("job A's record after a failed removal: %v, want it kept", err)
 	}
 }

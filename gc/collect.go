@@ -73,9 +73,11 @@ type Collector struct {
 // name left elsewhere counts in Names only, and in Files of the run that
 // removes its last name.
 type Candidate struct {
-	Job      index.Job  `json:"job"`
-	Executor string     `json:"executor,omitempty"` // set for an executor's tree
-	Verdict  JobVerdict `json:"verdict"`
+	// Job and Verdict are set for a job's state, Executor and the
+	// Executor fields below for an executor's tree.
+	Job      index.Job  `json:"job,omitzero"`
+	Executor string     `json:"executor,omitempty"`
+	Verdict  JobVerdict `json:"verdict,omitzero"`
 	Why      string     `json:"why"` // the rule that lets it go
 	// For an executor's tree: its record as judged when planned (its
 	// verdict, since when), and the verdict asked right before removal.
@@ -218,11 +220,7 @@ func (c *Collector) ask(ctx context.Context, job string) (JobVerdict, error) {
 	if err != nil {
 		return JobVerdict{}, err
 	}
-	v := Combine(ctx, job, append([]Oracle{operator{rec}}, c.Oracles...)...)
-	// The operator's silence alone is no oracle's answer: with no other
-	// oracle nobody was asked, and no job is unknown to every oracle.
-	v.NotFound = v.NotFound && len(c.Oracles) > 0
-	return v, nil
+	return Combine(ctx, job, append([]Oracle{operator{rec}}, c.Oracles...)...), nil
 }
 
 // record writes verdict v, judged at now, into its job's record.
@@ -249,22 +247,36 @@ func judged(j *index.Job, v JobVerdict, now time.Time) {
 	case j.UnknownSince == 0:
 		j.UnknownSince = now.UnixNano()
 	}
-	j.Since = heldSince(j.Verdict, j.Since, v.Verdict, v.At, j.Operator, j.OperatorAt)
+	j.Since = heldSince(heldVerdict{j.Verdict, j.Since, j.CheckedAt, j.Operator, j.OperatorAt}, v.Verdict, v.At)
 	j.Verdict, j.Evidence, j.Oracle = v.Verdict, v.Evidence, v.Oracle
 	j.CheckedAt = v.At.UnixNano()
 }
 
+// heldVerdict is what a record keeps of its verdict, as heldSince reads
+// it: the verdict, since when it has held, when it was last checked, and
+// the operator's word with when it was said.
+type heldVerdict struct {
+	verdict          index.Verdict
+	since, checkedAt int64
+	operator         index.Verdict
+	operatorAt       int64
+}
+
 // heldSince is when verdict is, judged at at, began to hold without a
-// break, for a record whose verdict was was, holding since since: since
-// while the verdict stays (and since is set), at when it changes. The operator's
-// gone, said at operatorAt, holds from when it was said: state written
-// after it is never collected under it.
-func heldSince(was index.Verdict, since int64, is index.Verdict, at time.Time, operator index.Verdict, operatorAt int64) int64 {
-	if was == is && since != 0 {
-		return since
+// break, for a record that held r: r.since while the verdict stays (and
+// r.since is set), at when it changes. The operator's gone holds from when
+// it was said, so that state written after the word is never collected
+// under it; but only while no check since the word gave another verdict
+// (r.checkedAt before r.operatorAt). A word that a live answer outvoted
+// and that stayed on record dates nothing: the gone it later makes, when
+// the other oracles fail or forget, begins now and waits out the grace
+// period like any other.
+func heldSince(r heldVerdict, is index.Verdict, at time.Time) int64 {
+	if r.verdict == is && r.since != 0 {
+		return r.since
 	}
-	if is == index.VerdictGone && operator == index.VerdictGone {
-		return min(at.UnixNano(), operatorAt)
+	if is == index.VerdictGone && r.operator == index.VerdictGone && r.checkedAt < r.operatorAt {
+		return min(at.UnixNano(), r.operatorAt)
 	}
 	return at.UnixNano()
 }
@@ -296,11 +308,11 @@ type operator struct{ job *index.Job }
 func (o operator) Name() string { return "operator" }
 
 func (o operator) Judge(ctx context.Context, job string) JobVerdict {
-	v := JobVerdict{Job: job, Oracle: o.Name(), At: time.Now(), Evidence: "operator: nothing said", NotFound: true}
+	v := JobVerdict{Job: job, Oracle: o.Name(), At: time.Now(), Evidence: "operator: nothing said", Silent: true}
 	if o.job == nil || o.job.Operator == index.VerdictUnknown {
 		return v
 	}
-	v.NotFound = false
+	v.Silent = false
 	v.Verdict = o.job.Operator
 	v.Evidence = operatorEvidence("job", o.job.Operator, o.job.OperatorAt)
 	return v
@@ -345,7 +357,7 @@ func (c *Collector) recordExecutor(v ExecutorVerdict) error {
 // judgedExecutor updates executor record e with verdict v as judged does
 // a job's.
 func judgedExecutor(e *index.Executor, v ExecutorVerdict) {
-	e.Since = heldSince(e.Verdict, e.Since, v.Verdict, v.At, e.Operator, e.OperatorAt)
+	e.Since = heldSince(heldVerdict{e.Verdict, e.Since, e.CheckedAt, e.Operator, e.OperatorAt}, v.Verdict, v.At)
 	e.Verdict, e.Evidence, e.Oracle = v.Verdict, v.Evidence, v.Oracle
 	e.CheckedAt = v.At.UnixNano()
 }

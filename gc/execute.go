@@ -121,10 +121,15 @@ func (x *execution) tree(ctx context.Context, t *tree) (bool, error) {
 		}
 	}
 	made := t.removals[:0]
-	for _, r := range t.removals {
+	var failed error
+	for i, r := range t.removals {
 		ok, err := x.remove(&r, t.since)
 		if err != nil {
-			return false, fmt.Errorf("collecting %s: %w", t.what(), err)
+			// What went before the failure is recorded and logged all
+			// the same, below; what is left stays, counted as kept.
+			t.Kept += len(t.removals) - i
+			failed = fmt.Errorf("collecting %s: %w", t.what(), err)
+			break
 		}
 		if ok {
 			made = append(made, r)
@@ -135,7 +140,7 @@ func (x *execution) tree(ctx context.Context, t *tree) (bool, error) {
 	t.removals = made
 	x.counted.count(t)
 	if t.Names == 0 && t.Kept > 0 {
-		return true, nil // nothing went
+		return failed == nil, failed // nothing went
 	}
 	rec := t.collection(x.c.now())
 	if t.Executor == "" && t.Kept == 0 {
@@ -159,10 +164,10 @@ func (x *execution) tree(ctx context.Context, t *tree) (bool, error) {
 		return tx.DeleteJob(t.Job.ID)
 	})
 	if err != nil {
-		return false, err
+		return false, errors.Join(failed, err)
 	}
 	x.c.logRemoval(rec)
-	return true, nil
+	return failed == nil, failed
 }
 
 // stillUnknown reports whether job's record, as the judgement right

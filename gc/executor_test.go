@@ -354,3 +354,65 @@ func TestCollectExecutorAskedAgainBeforeRemoval(t *testing.T) {
 	}
 	f.check()
 }
+
+// An operator's gone that a live answer outvoted, and that stayed on
+// record, dates nothing: when the TaskManager later drops out of Flink's
+// list (a JobManager that has just restarted lists none yet), or Flink
+// fails, the gone verdict begins then and waits out the grace period. Were
+// it dated from the old word, the first such run would remove the tree of
+// a TaskManager that runs.
+func TestCollectExecutorOutvotedOperatorWordDatesNothing(t *testing.T) {
+	for _, outage := range []string{"an empty list", "a failing Flink"} {
+		t.Run(outage, func(t *testing.T) {
+			f := newFixture(t)
+			f.build("tm_y/", "tm_y/blobStorage/", "tm_y/blobStorage/incoming/",
+				"tm_y/tmp/", "tm_y/tmp/rocksdb-lib-1/", "tm_y/tmp/rocksdb-lib-1/librocksdbjni-linux64.so")
+			f.sayExecutor("y", index.VerdictGone, time.Now()) // said in error: y runs on
+			flink := newFakeFlink(t, nil, "y")
+			col := &gc.Collector{Store: f.S, Oracles: []gc.Oracle{&gc.FlinkREST{URLs: []string{flink.URL}}}, Grace: 2 * time.Second}
+			if v := executorVerdict(t, f.run(col, false), "y"); v.Verdict != index.VerdictLive {
+				t.Fatalf("y: %v, want live: Flink lists it", v.Verdict)
+			}
+			time.Sleep(3 * time.Second) // longer than the grace period since the word
+			if outage == "an empty list" {
+				flink.register()
+			} else {
+				flink.mu.Lock()
+				flink.status = http.StatusServiceUnavailable
+				flink.mu.Unlock()
+			}
+			r := f.run(col, false)
+			if v := executorVerdict(t, r, "y"); v.Verdict != index.VerdictGone {
+				t.Fatalf("y: %v (%s), want gone: the operator's word", v.Verdict, v.Evidence)
+			}
+			if collectedExecutor(r, "y") {
+				t.Errorf("the first run of %s removed y's tree, its gone dated from an outvoted word: %s", outage, collected(r.Collected))
+			}
+			time.Sleep(3 * time.Second) // now gone for the grace period
+			if r := f.run(col, false); !collectedExecutor(r, "y") {
+				t.Errorf("y, gone for the grace period on the operator's word, not collected: %s", collected(r.Collected))
+			}
+		})
+	}
+}
+
+// An executor's tree in a report says what it is and no more: no job, and
+// no job verdict of the zero time.
+func TestExecutorCandidateJSONNamesNoJob(t *testing.T) {
+	b, err := json.Marshal(gc.Candidate{Executor: "tm-1", Names: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]any
+	if err := json.Unmarshal(b, &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"job", "verdict"} {
+		if _, ok := keys[k]; ok {
+			t.Errorf("an executor's candidate prints %q: %s", k, b)
+		}
+	}
+	if keys["executor"] != "tm-1" {
+		t.Errorf("an executor's candidate: %s, want executor tm-1", b)
+	}
+}

@@ -2,7 +2,6 @@ package gc
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,7 +29,8 @@ const evidenceInvalidJobID = "invalid job id"
 // order given; Oracle names the oracles whose verdict is the merged one. At is
 // taken before any oracle is asked. An Unknown verdict keeps the failures
 // of the oracles that could not answer (JobVerdict.Failure), and is
-// NotFound when every oracle answered that it knows nothing of the job. An invalid
+// NotFound when the oracles say that the job is unknown to every oracle
+// (unknownToAll). An invalid
 // job id is refused without asking, and no oracles at all is Unknown.
 func Combine(ctx context.Context, job string, oracles ...Oracle) JobVerdict {
 	out := JobVerdict{Job: job, Verdict: index.VerdictUnknown, At: time.Now()}
@@ -44,18 +44,37 @@ func Combine(ctx context.Context, job string, oracles ...Oracle) JobVerdict {
 	}
 
 	answers := make([]answer, len(oracles))
-	notFound := make([]bool, len(oracles))
+	verdicts := make([]JobVerdict, len(oracles))
 	var wg sync.WaitGroup
 	for i, o := range oracles {
 		wg.Go(func() {
-			v := o.Judge(ctx, job)
-			answers[i], notFound[i] = answer{o.Name(), v.Verdict, v.Evidence, v.Failure}, v.NotFound
+			verdicts[i] = o.Judge(ctx, job)
+			v := verdicts[i]
+			answers[i] = answer{o.Name(), v.Verdict, v.Evidence, v.Failure}
 		})
 	}
 	wg.Wait()
 	out.Verdict, out.Oracle, out.Evidence, out.Failure = merge(answers)
-	out.NotFound = out.Verdict == index.VerdictUnknown && !slices.Contains(notFound, false)
+	out.NotFound = out.Verdict == index.VerdictUnknown && unknownToAll(verdicts)
 	return out
+}
+
+// unknownToAll reports whether answers say that the job is unknown to
+// every oracle: each knows nothing of it (NotFound), or knows nothing and
+// would know nothing of a job that runs (Silent), and one at least is
+// NotFound. A Silent oracle's answer is no evidence that a job does not
+// run: with only such oracles, a running job would look forgotten.
+func unknownToAll(answers []JobVerdict) bool {
+	found := false
+	for _, a := range answers {
+		switch {
+		case a.NotFound:
+			found = true
+		case !a.Silent:
+			return false
+		}
+	}
+	return found
 }
 
 // ExecutorOracle gives a verdict about one executor, by its resource id:

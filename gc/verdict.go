@@ -23,11 +23,14 @@ import (
 // (CollectableAt): the first run from then on collects the job, so a job
 // gone for less than the grace period shows why it stays.
 //
-// NotFound says that the oracle answered and knows nothing of the job:
-// every Flink URL answered 404, the JobResultStore has no file for it, the
-// operator said nothing. A combined verdict has it when every oracle asked
-// has it: the job is unknown to every oracle, which no failure, no
-// SUSPENDED and no Live is.
+// NotFound says that the oracle answered and knows nothing of the job,
+// and would know it if it ran: every Flink URL answered 404. Silent says
+// that it knows nothing of the job and could not know a job that runs: the
+// JobResultStore (which records jobs that ended) has no file for it, the
+// operator said nothing. A combined verdict is NotFound when some oracle
+// is NotFound and every other one NotFound or Silent: the job is unknown
+// to every oracle, which no failure, no SUSPENDED and no Live is, and no
+// set of Silent oracles alone can tell.
 type JobVerdict struct {
 	Job           string        `json:"job"`
 	Verdict       index.Verdict `json:"verdict"`
@@ -38,6 +41,7 @@ type JobVerdict struct {
 	Since         time.Time     `json:"since,omitzero"`
 	CollectableAt time.Time     `json:"collectable_at,omitzero"`
 	NotFound      bool          `json:"not_found,omitempty"`
+	Silent        bool          `json:"-"`
 }
 
 // ExecutorVerdict is one oracle's answer about one executor: whether the
