@@ -339,7 +339,7 @@ func (c *Collector) askExecutor(ctx context.Context, executor string) (ExecutorV
 	if err != nil {
 		return ExecutorVerdict{}, err
 	}
-	return CombineExecutor(ctx, executor, append([]Oracle{executorOperator{rec}}, c.Oracles...)...), nil
+	return CombineExecutor(ctx, executor, rec.ListedBy, append([]Oracle{executorOperator{rec}}, c.Oracles...)...), nil
 }
 
 // recordExecutor writes verdict v into its executor's record.
@@ -355,8 +355,9 @@ func (c *Collector) recordExecutor(v ExecutorVerdict) error {
 }
 
 // judgedExecutor updates executor record e with verdict v as judged does
-// a job's.
+// a job's, and adds the URLs that listed it to those it keeps.
 func judgedExecutor(e *index.Executor, v ExecutorVerdict) {
+	e.Listed(v.ListedBy...)
 	e.Since = heldSince(heldVerdict{e.Verdict, e.Since, e.CheckedAt, e.Operator, e.OperatorAt}, v.Verdict, v.At)
 	e.Verdict, e.Evidence, e.Oracle = v.Verdict, v.Evidence, v.Oracle
 	e.CheckedAt = v.At.UnixNano()
@@ -372,7 +373,7 @@ func (o executorOperator) Judge(ctx context.Context, job string) JobVerdict {
 	return JobVerdict{Job: job, Oracle: o.Name(), At: time.Now(), Evidence: "operator: nothing said"}
 }
 
-func (o executorOperator) JudgeExecutor(ctx context.Context, executor string) ExecutorVerdict {
+func (o executorOperator) JudgeExecutor(ctx context.Context, executor string, _ []string) ExecutorVerdict {
 	v := ExecutorVerdict{Executor: executor, Oracle: o.Name(), At: time.Now(), Evidence: "operator: nothing said"}
 	if o.e == nil || o.e.Operator == index.VerdictUnknown {
 		return v

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -168,15 +169,15 @@ func TestCollectExecutorListedByFlinkStays(t *testing.T) {
 		t.Errorf("job A was not collected: %v", err)
 	}
 	f.checkPaths("after A is collected while x is listed", without(before, jobATrees...))
-	if e, err := f.executor("x"); err != nil || e.Verdict != index.VerdictLive || e.CheckedAt == 0 {
-		t.Errorf("executor x's record = %+v, %v; want live, checked", e, err)
+	if e, err := f.executor("x"); err != nil || e.Verdict != index.VerdictLive || e.CheckedAt == 0 || !slices.Equal(e.ListedBy, []string{flink.URL}) {
+		t.Errorf("executor x's record = %+v, %v; want live, checked, listed by %s", e, err, flink.URL)
 	}
 
 	flink.register("y")
 	cl.set(0)
 	r = f.run(col, false)
-	if v := executorVerdict(t, r, "x"); v.Verdict != index.VerdictGone || !strings.Contains(v.Evidence, "not among its 1 registered TaskManagers") {
-		t.Errorf("executor x: %v (%s), want gone, not among 1", v.Verdict, v.Evidence)
+	if v := executorVerdict(t, r, "x"); v.Verdict != index.VerdictGone || !strings.Contains(v.Evidence, "not among its 1 registered TaskManagers, listed here before") {
+		t.Errorf("executor x: %v (%s), want gone, not among 1, listed there before", v.Verdict, v.Evidence)
 	}
 	if collectedExecutor(r, "x") {
 		t.Errorf("a run collected x's tree before its grace period: %s", collected(r.Collected))
@@ -190,6 +191,82 @@ func TestCollectExecutorListedByFlinkStays(t *testing.T) {
 	f.checkPaths("after the grace period", nil)
 	if _, err := f.executor("x"); !errors.Is(err, index.ErrNotFound) {
 		t.Errorf("x's record after its tree went: %v, want ErrNotFound", err)
+	}
+	f.check()
+}
+
+// A TaskManager that no Flink asked has ever listed may run in a cluster
+// nobody named (a new cluster on the node before --flink-url names it, or
+// a URL that now reaches another cluster): absent from the lists of the
+// Flinks asked, it is unknown, not gone, and its working directory stays,
+// however long; nothing failed, so it is not unanswered.
+func TestCollectExecutorOfAnUnaskedClusterStays(t *testing.T) {
+	f := newFixture(t)
+	f.build("tm_b1/", "tm_b1/blobStorage/", "tm_b1/blobStorage/incoming/",
+		"tm_b1/tmp/", "tm_b1/tmp/rocksdb-lib-1/", "tm_b1/tmp/rocksdb-lib-1/librocksdbjni-linux64.so",
+		"tm_b1/slotAllocationSnapshots/")
+	before := f.paths()
+	clusterA := newFakeFlink(t, nil, "a1", "a2") // b1 registers with cluster B, which nobody asks
+	cl := &clock{}
+	col := f.executorCollector(cl, &gc.FlinkREST{URLs: []string{clusterA.URL}})
+	cl.set(0)
+	f.run(col, false)
+	cl.set(time.Hour)
+	r := f.run(col, false)
+	if collectedExecutor(r, "b1") {
+		t.Errorf("removed the working directory of TaskManager b1, which runs in a cluster nobody asked: %s", collected(r.Collected))
+	}
+	v := executorVerdict(t, r, "b1")
+	if v.Verdict != index.VerdictUnknown || v.Failure != "" || !strings.HasSuffix(v.Evidence, "not among its 2 registered TaskManagers; no Flink asked has listed it") {
+		t.Errorf("executor b1: %v (%s), failure %q; want unknown, no failure, no Flink asked has listed it", v.Verdict, v.Evidence, v.Failure)
+	}
+	if u := r.UnansweredExecutors(); len(u) != 0 {
+		t.Errorf("UnansweredExecutors = %+v, want none: every Flink answered", u)
+	}
+	f.checkPaths("after an hour unlisted by a Flink that never listed b1", before)
+	f.check()
+}
+
+// Only the Flinks asked now can say a TaskManager is gone: one listed by
+// URL A, which is then no longer asked (A taken out of the collector's
+// URLs), stays while only URL B, which never listed it, is asked and
+// does not list it. Asked again, A decides.
+func TestCollectExecutorListedByAURLNoLongerAskedStays(t *testing.T) {
+	f := newFixture(t)
+	f.build("tm_x/", "tm_x/blobStorage/", "tm_x/tmp/", "tm_x/tmp/rocksdb-lib-1/")
+	before := f.paths()
+	a := newFakeFlink(t, nil, "x")
+	b := newFakeFlink(t, nil, "y")
+	cl := &clock{}
+	cl.set(0)
+	r := f.run(f.executorCollector(cl, &gc.FlinkREST{URLs: []string{a.URL}}), false)
+	if v := executorVerdict(t, r, "x"); v.Verdict != index.VerdictLive {
+		t.Fatalf("executor x listed by A: %v (%s), want live", v.Verdict, v.Evidence)
+	}
+	col := f.executorCollector(cl, &gc.FlinkREST{URLs: []string{b.URL}})
+	f.run(col, false)
+	cl.set(time.Hour)
+	r = f.run(col, false)
+	if v := executorVerdict(t, r, "x"); v.Verdict != index.VerdictUnknown || v.Failure != "" {
+		t.Errorf("executor x asked of B only: %v (%s), failure %q; want unknown, no failure", v.Verdict, v.Evidence, v.Failure)
+	}
+	if collectedExecutor(r, "x") {
+		t.Errorf("removed x's tree on the word of B, which never listed it: %s", collected(r.Collected))
+	}
+	f.checkPaths("with only B asked", before)
+	if e, err := f.executor("x"); err != nil || !slices.Equal(e.ListedBy, []string{a.URL}) {
+		t.Errorf("executor x's record = %+v, %v; want listed by A only", e, err)
+	}
+
+	a.register("y")
+	col = f.executorCollector(cl, &gc.FlinkREST{URLs: []string{a.URL, b.URL}})
+	cl.set(0)
+	if v := executorVerdict(t, f.run(col, false), "x"); v.Verdict != index.VerdictGone {
+		t.Errorf("executor x unlisted by A, which listed it, and B: %v (%s), want gone", v.Verdict, v.Evidence)
+	}
+	cl.set(2 * time.Minute)
+	if r := f.run(col, false); !collectedExecutor(r, "x") {
+		t.Errorf("x's tree not collected, gone for the grace period: %s", collected(r.Collected))
 	}
 	f.check()
 }
@@ -244,29 +321,33 @@ func TestCollectExecutorOperatorWord(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		said    index.Verdict
-		flink   []string // the TaskManagers Flink lists; nil: no Flink asked
+		flink   []string // the TaskManagers Flink lists, once it listed x; nil: no Flink asked
 		want    index.Verdict
 		collect bool
 	}{
 		{"gone, no oracle", G, nil, G, true},
 		{"withdrawn, no oracle", U, nil, U, false},
-		{"live, Flink does not list it", L, []string{"y"}, L, false},
+		{"live, Flink no longer lists it", L, []string{"y"}, L, false},
 		{"gone, Flink lists it", G, []string{"x"}, L, false},
-		{"withdrawn, Flink does not list it", U, []string{"y"}, G, true},
+		{"withdrawn, Flink no longer lists it", U, []string{"y"}, G, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.build(executorTree...)
 			f.sayGone(jobA, time.Now())
 			var oracles []gc.Oracle
+			cl := &clock{}
 			if tc.flink != nil {
-				oracles = append(oracles, &gc.FlinkREST{URLs: []string{newFakeFlink(t, nil, tc.flink...).URL}})
+				flink := newFakeFlink(t, nil, "x")
+				oracles = append(oracles, &gc.FlinkREST{URLs: []string{flink.URL}})
+				cl.set(0)
+				f.run(f.executorCollector(cl, oracles...), false) // Flink knows x
+				flink.register(tc.flink...)
 			}
 			if tc.said == U {
 				f.sayExecutor("x", G, time.Now())
 			}
 			f.sayExecutor("x", tc.said, time.Now())
-			cl := &clock{}
 			col := f.executorCollector(cl, oracles...)
 			cl.set(0)
 			f.run(col, false)
@@ -327,10 +408,12 @@ func TestCollectExecutorAskedAgainBeforeRemoval(t *testing.T) {
 	f.build(executorTree...)
 	before := f.paths()
 	f.sayGone(jobA, time.Now())
-	flink := newFakeFlink(t, nil, "y")
+	flink := newFakeFlink(t, nil, "x")
 	cl := &clock{}
 	col := f.executorCollector(cl, &gc.FlinkREST{URLs: []string{flink.URL}})
 	cl.set(0)
+	f.run(col, false) // Flink knows x
+	flink.register("y")
 	f.run(col, false)
 	cl.set(time.Hour)
 	p, err := col.Plan(context.Background())

@@ -42,12 +42,18 @@ import (
 //
 // About an executor it asks GET <url>/taskmanagers, the TaskManagers
 // registered with each cluster, field "taskmanagers", each with its
-// resource id as "id". Listed by any URL is Live. Gone only when every URL
-// answers 200 with a well-formed list and none lists the executor: a
+// resource id as "id". Listed by any URL is Live, and the verdict names
+// the URLs that list it (ExecutorVerdict.ListedBy). Gone only when every
+// URL answers 200 with a well-formed list, none lists the executor, and
+// at least one of them has listed it before (the caller's listedBy): a
 // TaskManager missing from one cluster's list may be registered with
-// another. Anything else from any URL (unreachable, any other status, a
-// 404 included, a redirect, a body over maxFlinkResponse, malformed JSON,
-// a field duplicated or not of its type) is Unknown with a Failure.
+// another, and one that no URL asked has ever listed may belong to a
+// cluster nobody named (a new cluster on the node before --flink-url names
+// it, or a URL that now reaches another cluster), as a job's 404 may. Such
+// an executor is Unknown, and no failure: every URL answered. Anything else
+// from any URL (unreachable, any other status, a 404 included, a redirect,
+// a body over maxFlinkResponse, malformed JSON, a field duplicated or not
+// of its type) is Unknown with a Failure.
 type FlinkREST struct {
 	URLs           []string
 	Client         *http.Client  // nil: a plain client; Timeout applies either way
@@ -141,8 +147,9 @@ func (f *FlinkREST) Judge(ctx context.Context, job string) JobVerdict {
 }
 
 // JudgeExecutor asks every URL which TaskManagers are registered and
-// merges the answers as the type's doc says.
-func (f *FlinkREST) JudgeExecutor(ctx context.Context, executor string) ExecutorVerdict {
+// merges the answers as the type's doc says; listedBy are the URLs that
+// have listed executor before.
+func (f *FlinkREST) JudgeExecutor(ctx context.Context, executor string, listedBy []string) ExecutorVerdict {
 	out := ExecutorVerdict{Executor: executor, Verdict: index.VerdictUnknown, Oracle: f.Name(), At: time.Now()}
 	if !owner.IsResourceID(executor) {
 		out.Evidence = evidenceInvalidExecutorID
@@ -153,15 +160,23 @@ func (f *FlinkREST) JudgeExecutor(ctx context.Context, executor string) Executor
 		return out
 	}
 	got := f.each(func(client *http.Client, base string) (flinkAnswer, string) {
-		return f.askTaskManagers(ctx, client, base, executor)
+		return f.askTaskManagers(ctx, client, base, executor, slices.Contains(listedBy, base))
 	})
+	for i, a := range got.answers {
+		if a == flinkLive {
+			out.ListedBy = append(out.ListedBy, f.URLs[i])
+		}
+	}
+	knew := slices.ContainsFunc(f.URLs, func(u string) bool { return slices.Contains(listedBy, u) })
+	out.Evidence = got.evidence()
 	switch {
 	case got.any(flinkLive):
 		out.Verdict = index.VerdictLive
-	case got.all(flinkNotListed):
+	case got.all(flinkNotListed) && knew:
 		out.Verdict = index.VerdictGone
+	case got.all(flinkNotListed):
+		out.Evidence += "; no Flink asked has listed it"
 	}
-	out.Evidence = got.evidence()
 	if out.Verdict == index.VerdictUnknown {
 		out.Failure = got.failure()
 	}
@@ -254,8 +269,9 @@ func (f *FlinkREST) ask(ctx context.Context, client *http.Client, base, job stri
 // askTaskManagers asks one URL which TaskManagers are registered and says
 // whether executor is among them: flinkLive if it is, flinkNotListed if
 // the list is whole and it is not, flinkFailed for anything else (a 404
-// too: every Flink serves /taskmanagers).
-func (f *FlinkREST) askTaskManagers(ctx context.Context, client *http.Client, base, executor string) (flinkAnswer, string) {
+// too: every Flink serves /taskmanagers). knew says the URL has listed
+// executor before, for the evidence.
+func (f *FlinkREST) askTaskManagers(ctx context.Context, client *http.Client, base, executor string, knew bool) (flinkAnswer, string) {
 	body, _, said := f.get(ctx, client, base, "taskmanagers")
 	if body == nil {
 		return flinkFailed, said
@@ -267,7 +283,11 @@ func (f *FlinkREST) askTaskManagers(ctx context.Context, client *http.Client, ba
 	if slices.Contains(ids, executor) {
 		return flinkLive, "registered TaskManager"
 	}
-	return flinkNotListed, fmt.Sprintf("not among its %d registered TaskManagers", len(ids))
+	said = fmt.Sprintf("not among its %d registered TaskManagers", len(ids))
+	if knew {
+		said += ", listed here before"
+	}
+	return flinkNotListed, said
 }
 
 // get asks one URL for the path below it and returns the body of a 200

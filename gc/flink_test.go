@@ -500,8 +500,9 @@ func tmServer(t *testing.T, status int, body string) string {
 }
 
 // Which TaskManagers one Flink lists decides an executor only when the
-// list is whole: listed is live, absent from a well-formed list is gone,
-// and anything else is unknown with a failure.
+// list is whole: listed is live, absent from a well-formed list of a
+// Flink that listed it before is gone, and anything else is unknown with
+// a failure.
 func TestFlinkRESTTaskManagers(t *testing.T) {
 	U, L, G := index.VerdictUnknown, index.VerdictLive, index.VerdictGone
 	listing := func(ids ...string) string {
@@ -537,7 +538,8 @@ func TestFlinkRESTTaskManagers(t *testing.T) {
 		{"too large", 200, `{"taskmanagers":[{"id":"y","path":"` + strings.Repeat("p", 4<<20) + `"}]}`, U, "larger than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := (&gc.FlinkREST{URLs: []string{tmServer(t, tc.status, tc.body)}}).JudgeExecutor(context.Background(), "tm-1")
+			url := tmServer(t, tc.status, tc.body)
+			got := (&gc.FlinkREST{URLs: []string{url}}).JudgeExecutor(context.Background(), "tm-1", []string{url})
 			if got.Verdict != tc.want || !strings.Contains(got.Evidence, tc.said) {
 				t.Errorf("JudgeExecutor = %v (%s), want %v, evidence saying %q", got.Verdict, got.Evidence, tc.want, tc.said)
 			}
@@ -547,10 +549,14 @@ func TestFlinkRESTTaskManagers(t *testing.T) {
 			if got.Executor != "tm-1" || got.Oracle != "flink-rest" {
 				t.Errorf("verdict about %q by %q, want tm-1 by flink-rest", got.Executor, got.Oracle)
 			}
+			if listed := len(got.ListedBy) == 1 && got.ListedBy[0] == url; listed != (tc.want == L) {
+				t.Errorf("ListedBy = %q, want the URL only when it lists tm-1", got.ListedBy)
+			}
 		})
 	}
 	t.Run("unreachable", func(t *testing.T) {
-		got := (&gc.FlinkREST{URLs: []string{refusedURL(t)}}).JudgeExecutor(context.Background(), "tm-1")
+		url := refusedURL(t)
+		got := (&gc.FlinkREST{URLs: []string{url}}).JudgeExecutor(context.Background(), "tm-1", []string{url})
 		if got.Verdict != U || !strings.Contains(got.Failure, "unreachable") {
 			t.Errorf("JudgeExecutor = %v, failure %q; want unknown, unreachable", got.Verdict, got.Failure)
 		}
@@ -558,7 +564,10 @@ func TestFlinkRESTTaskManagers(t *testing.T) {
 }
 
 // With several Flinks, an executor is live if any lists it, and gone only
-// if every one answers with a whole list that does not.
+// if every one answers with a whole list that does not and one of them
+// listed it before: absent from the lists of Flinks that never listed it,
+// it may run in a cluster nobody asked, and is unknown, which is no
+// failure (every Flink answered).
 func TestFlinkRESTTaskManagersSeveralURLs(t *testing.T) {
 	U, L, G := index.VerdictUnknown, index.VerdictLive, index.VerdictGone
 	const (
@@ -568,16 +577,20 @@ func TestFlinkRESTTaskManagersSeveralURLs(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		answers []string // a body answered with 200; "" fails (HTTP 503)
+		knew    []int    // the URLs, by index, that listed tm-1 before
 		want    index.Verdict
+		failing bool
 	}{
-		{"absent from both", []string{absent, absent}, G},
-		{"listed by the second", []string{absent, listed}, L},
-		{"listed by one, the other failing", []string{"", listed}, L},
-		{"absent from one, the other failing", []string{absent, ""}, U},
-		{"both failing", []string{"", ""}, U},
+		{"absent from both, both listed it", []string{absent, absent}, []int{0, 1}, G, false},
+		{"absent from both, the second listed it", []string{absent, absent}, []int{1}, G, false},
+		{"absent from both, neither listed it", []string{absent, absent}, nil, U, false},
+		{"listed by the second", []string{absent, listed}, nil, L, false},
+		{"listed by one, the other failing", []string{"", listed}, nil, L, false},
+		{"absent from one that listed it, the other failing", []string{absent, ""}, []int{0}, U, true},
+		{"both failing", []string{"", ""}, []int{0, 1}, U, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var urls []string
+			var urls, knew []string
 			for _, body := range tc.answers {
 				status := 200
 				if body == "" {
@@ -585,15 +598,26 @@ func TestFlinkRESTTaskManagersSeveralURLs(t *testing.T) {
 				}
 				urls = append(urls, tmServer(t, status, body))
 			}
-			got := (&gc.FlinkREST{URLs: urls}).JudgeExecutor(context.Background(), "tm-1")
+			for _, i := range tc.knew {
+				knew = append(knew, urls[i])
+			}
+			knew = append(knew, "http://elsewhere.invalid:8081") // a URL no longer asked says nothing
+			got := (&gc.FlinkREST{URLs: urls}).JudgeExecutor(context.Background(), "tm-1", knew)
 			if got.Verdict != tc.want {
 				t.Errorf("verdict %v, want %v (evidence %q)", got.Verdict, tc.want, got.Evidence)
 			}
-			if parts := strings.Split(got.Evidence, "; "); len(parts) != len(urls) {
+			parts := strings.Split(got.Evidence, "; ")
+			if tc.knew == nil && tc.want == U {
+				if last := parts[len(parts)-1]; last != "no Flink asked has listed it" {
+					t.Errorf("evidence %q does not end saying no Flink asked has listed it", got.Evidence)
+				}
+				parts = parts[:len(parts)-1]
+			}
+			if len(parts) != len(urls) {
 				t.Errorf("evidence %q has %d parts, want one per URL", got.Evidence, len(parts))
 			}
-			if failing := got.Failure != ""; failing != (tc.want == U) {
-				t.Errorf("failure %q, want one only for unknown", got.Failure)
+			if failing := got.Failure != ""; failing != tc.failing {
+				t.Errorf("failure %q, want one: %v", got.Failure, tc.failing)
 			}
 		})
 	}
@@ -609,7 +633,7 @@ func TestFlinkRESTRefusesInvalidExecutorID(t *testing.T) {
 	defer srv.Close()
 	f := &gc.FlinkREST{URLs: []string{srv.URL}}
 	for _, id := range []string{"", ".", "..", "../x", "a/b", "tm 1", "%2e%2e", strings.Repeat("r", 256)} {
-		for _, got := range []gc.ExecutorVerdict{f.JudgeExecutor(context.Background(), id), gc.CombineExecutor(context.Background(), id, f)} {
+		for _, got := range []gc.ExecutorVerdict{f.JudgeExecutor(context.Background(), id, f.URLs), gc.CombineExecutor(context.Background(), id, f.URLs, f)} {
 			if got.Verdict != index.VerdictUnknown || got.Evidence != "invalid executor id" {
 				t.Errorf("judging executor %q = %v %q, want unknown \"invalid executor id\"", id, got.Verdict, got.Evidence)
 			}
@@ -635,7 +659,8 @@ func FuzzTaskManagersResponse(f *testing.F) {
 		client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(bytes.NewReader(body)), Request: r}, nil
 		})}
-		got := (&gc.FlinkREST{URLs: []string{"http://flink.invalid:8081"}, Client: client}).JudgeExecutor(context.Background(), "tm-1")
+		url := "http://flink.invalid:8081"
+		got := (&gc.FlinkREST{URLs: []string{url}, Client: client}).JudgeExecutor(context.Background(), "tm-1", []string{url})
 		if got.Verdict == index.VerdictUnknown {
 			return
 		}

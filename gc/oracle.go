@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -79,12 +80,15 @@ func unknownToAll(answers []JobVerdict) bool {
 
 // ExecutorOracle gives a verdict about one executor, by its resource id:
 // Live while its TaskManager runs, Gone once it is confirmed gone, with
-// evidence, and Unknown in any doubt (DESIGN invariant 4). An Oracle that
-// is not an ExecutorOracle knows nothing of executors (a JobResultStore
-// records jobs only). JudgeExecutor must be safe to call concurrently.
+// evidence, and Unknown in any doubt (DESIGN invariant 4). listedBy are
+// the addresses that have answered the executor live before, as its
+// record keeps them (index.Executor.ListedBy), and a verdict's ListedBy
+// those that answer it live now. An Oracle that is not an ExecutorOracle
+// knows nothing of executors (a JobResultStore records jobs only).
+// JudgeExecutor must be safe to call concurrently.
 type ExecutorOracle interface {
 	Name() string
-	JudgeExecutor(ctx context.Context, executor string) ExecutorVerdict
+	JudgeExecutor(ctx context.Context, executor string, listedBy []string) ExecutorVerdict
 }
 
 // evidenceInvalidExecutorID is the evidence every oracle gives when it
@@ -94,11 +98,11 @@ const evidenceInvalidExecutorID = "invalid executor id"
 // CombineExecutor asks every oracle about executor at once and merges
 // their answers as Combine does: Live if any says Live (a TaskManager that
 // runs keeps its tree whatever else is said), else Gone if any says Gone,
-// else Unknown, with the failures of the oracles that could not answer. An
-// oracle that is no ExecutorOracle answers Unknown, and no failure. An
-// invalid executor id is refused without asking, and no oracles at all is
-// Unknown.
-func CombineExecutor(ctx context.Context, executor string, oracles ...Oracle) ExecutorVerdict {
+// else Unknown, with the failures of the oracles that could not answer;
+// ListedBy joins every oracle's. An oracle that is no ExecutorOracle
+// answers Unknown, and no failure. An invalid executor id is refused
+// without asking, and no oracles at all is Unknown.
+func CombineExecutor(ctx context.Context, executor string, listedBy []string, oracles ...Oracle) ExecutorVerdict {
 	out := ExecutorVerdict{Executor: executor, Verdict: index.VerdictUnknown, At: time.Now()}
 	if !owner.IsResourceID(executor) {
 		out.Evidence = evidenceInvalidExecutorID
@@ -109,6 +113,7 @@ func CombineExecutor(ctx context.Context, executor string, oracles ...Oracle) Ex
 		return out
 	}
 	answers := make([]answer, len(oracles))
+	listed := make([][]string, len(oracles))
 	var wg sync.WaitGroup
 	for i, o := range oracles {
 		eo, ok := o.(ExecutorOracle)
@@ -117,12 +122,13 @@ func CombineExecutor(ctx context.Context, executor string, oracles ...Oracle) Ex
 			continue
 		}
 		wg.Go(func() {
-			v := eo.JudgeExecutor(ctx, executor)
-			answers[i] = answer{o.Name(), v.Verdict, v.Evidence, v.Failure}
+			v := eo.JudgeExecutor(ctx, executor, listedBy)
+			answers[i], listed[i] = answer{o.Name(), v.Verdict, v.Evidence, v.Failure}, v.ListedBy
 		})
 	}
 	wg.Wait()
 	out.Verdict, out.Oracle, out.Evidence, out.Failure = merge(answers)
+	out.ListedBy = slices.Concat(listed...)
 	return out
 }
 

@@ -162,19 +162,26 @@ func TestCombineRealOraclesLiveWinsOverOldResult(t *testing.T) {
 
 // A JobResultStore knows nothing of executors: combined with it alone an
 // executor is unknown, and no failure (nothing went wrong); beside a Flink
-// that answers, Flink's verdict stands.
+// that answers, Flink's verdict stands, given the URLs that listed the
+// executor before, and the URLs that list it now are the verdict's.
 func TestCombineExecutorJobResultStore(t *testing.T) {
 	jrs := &gc.JobResultStore{Dir: t.TempDir()}
-	got := gc.CombineExecutor(context.Background(), "tm-1", jrs)
+	got := gc.CombineExecutor(context.Background(), "tm-1", nil, jrs)
 	if got.Verdict != index.VerdictUnknown || got.Failure != "" || !strings.Contains(got.Evidence, "job-result-store: knows nothing of executors") {
 		t.Errorf("CombineExecutor(jrs) = %+v, want unknown, no failure, saying it knows nothing", got)
 	}
-	flink := &gc.FlinkREST{URLs: []string{tmServer(t, 200, `{"taskmanagers":[]}`)}}
-	got = gc.CombineExecutor(context.Background(), "tm-1", jrs, flink)
+	url := tmServer(t, 200, `{"taskmanagers":[]}`)
+	flink := &gc.FlinkREST{URLs: []string{url}}
+	got = gc.CombineExecutor(context.Background(), "tm-1", []string{url}, jrs, flink)
 	if got.Verdict != index.VerdictGone || got.Oracle != "flink-rest" {
 		t.Errorf("CombineExecutor(jrs, flink) = %+v, want gone by flink-rest", got)
 	}
-	if got := gc.CombineExecutor(context.Background(), "tm-1"); got.Verdict != index.VerdictUnknown || got.Evidence != "no oracle configured" {
+	listing := tmServer(t, 200, `{"taskmanagers":[{"id":"tm-1"}]}`)
+	got = gc.CombineExecutor(context.Background(), "tm-1", nil, jrs, flink, &gc.FlinkREST{URLs: []string{listing}})
+	if got.Verdict != index.VerdictLive || len(got.ListedBy) != 1 || got.ListedBy[0] != listing {
+		t.Errorf("CombineExecutor(jrs, flink, listing) = %+v, want live, listed by %s", got, listing)
+	}
+	if got := gc.CombineExecutor(context.Background(), "tm-1", nil); got.Verdict != index.VerdictUnknown || got.Evidence != "no oracle configured" {
 		t.Errorf("CombineExecutor() = %+v, want unknown, no oracle configured", got)
 	}
 }

@@ -50,7 +50,10 @@ type JobVerdict struct {
 // combined verdict has one when it is Unknown and an oracle failed. A
 // plan's gone verdicts (Plan.Executors) say since when and until when the
 // grace period holds the tree, which goes then once every job it held is
-// collected.
+// collected. ListedBy are the addresses (Flink REST URLs) that list the
+// executor's TaskManager as registered in this answer; its record keeps
+// them (index.Executor.ListedBy), so that they alone can later say it is
+// gone.
 type ExecutorVerdict struct {
 	Executor      string        `json:"executor"`
 	Verdict       index.Verdict `json:"verdict"`
@@ -60,4 +63,5 @@ type ExecutorVerdict struct {
 	Failure       string        `json:"failure,omitempty"`
 	Since         time.Time     `json:"since,omitzero"`
 	CollectableAt time.Time     `json:"collectable_at,omitzero"`
+	ListedBy      []string      `json:"listed_by,omitempty"`
 }

@@ -210,6 +210,11 @@ func TestExecutorRecordVerdicts(t *testing.T) {
 			`{"id":"tm-1","last_write":5,"verdict":"Gone","operator":""}`,
 			Executor{ID: id, LastWrite: 5},
 		},
+		{
+			"listed by Flinks",
+			`{"id":"tm-1","last_write":5,"verdict":"live","listed_by":["http://a:8081","http://b:8081"]}`,
+			Executor{ID: id, LastWrite: 5, Verdict: VerdictLive, ListedBy: []string{"http://a:8081", "http://b:8081"}},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, err := Open(t.TempDir())

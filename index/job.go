@@ -187,6 +187,27 @@ type Executor struct {
 	// VerdictUnknown for nothing; OperatorAt when.
 	Operator   Verdict `json:"operator,omitempty"`
 	OperatorAt int64   `json:"operator_at,omitempty"`
+	// ListedBy are the Flink REST URLs, as configured, that have listed
+	// the executor's TaskManager as registered, the latest last, at most
+	// MaxListedBy: only a Flink that knew a TaskManager can say it is gone
+	// by no longer listing it (package gc).
+	ListedBy []string `json:"listed_by,omitempty"`
+}
+
+// MaxListedBy bounds Executor.ListedBy. The URLs are the few given to the
+// collector; a URL dropped past the bound can no longer say the executor
+// is gone, which keeps its tree, never loses it.
+const MaxListedBy = 8
+
+// Listed adds the URLs urls to e.ListedBy, each moved to the end if it is
+// there already, dropping the oldest past MaxListedBy.
+func (e *Executor) Listed(urls ...string) {
+	for _, u := range urls {
+		e.ListedBy = append(slices.DeleteFunc(e.ListedBy, func(v string) bool { return v == u }), u)
+	}
+	if n := len(e.ListedBy) - MaxListedBy; n > 0 {
+		e.ListedBy = slices.Delete(e.ListedBy, 0, n)
+	}
 }
 
 // Gone reports whether the latest verdict about e is that its TaskManager

@@ -146,3 +146,25 @@ func TestJobsOrderedAndDeleted(t *testing.T) {
 		t.Errorf("Jobs after deleting an unknown job = %v, want %v", got, want)
 	}
 }
+
+// An executor's record keeps each URL that listed it once, the latest
+// last, and at most MaxListedBy of them: the oldest go first, and a URL
+// that lists it again is kept as the latest.
+func TestExecutorListedIsBounded(t *testing.T) {
+	var e index.Executor
+	e.Listed("a", "b")
+	e.Listed("a")
+	if want := []string{"b", "a"}; !slices.Equal(e.ListedBy, want) {
+		t.Fatalf("ListedBy = %q, want %q", e.ListedBy, want)
+	}
+	var many []string
+	for i := range index.MaxListedBy + 2 {
+		many = append(many, string(rune('c'+i)))
+	}
+	e.Listed(many...)
+	e.Listed(many[2])
+	want := append(slices.Clone(many[3:]), many[2])
+	if !slices.Equal(e.ListedBy, want) || len(e.ListedBy) != index.MaxListedBy {
+		t.Errorf("ListedBy = %q, want %q", e.ListedBy, want)
+	}
+}
