@@ -4,7 +4,8 @@
 // the state of a job whose combined verdict has been gone without a break
 // for the grace period, and was gone again when asked right before (DESIGN
 // invariant 4); then the tree of each executor judged the same way (its
-// TaskManager confirmed gone: no Flink lists it, or the operator says so)
+// TaskManager confirmed gone: no Flink asked lists it and one that listed
+// it before is among them, or the operator says so)
 // that no job holds any more and nothing wrote within the grace period;
 // then the chunks nothing refers to. A run is a plan (plan.go: what goes and what it
 // frees, from one snapshot of the index, changing nothing; a dry run

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,13 +42,19 @@ func collectedJSON(t *testing.T, store string) []collectedRecord {
 // nothing of is named and kept, unless the operator opts in to
 // --collect-unknown-after.
 func TestJobsCollectedAfterGC(t *testing.T) {
+	var registered atomic.Bool // tm-1, registered until the first run, then gone too
+	registered.Store(true)
 	flink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/jobs/"+jobGone {
 			fmt.Fprint(w, `{"jid":"`+jobGone+`","state":"FINISHED"}`)
 			return
 		}
-		if r.URL.Path == "/taskmanagers" { // tm-1 is gone too
-			fmt.Fprint(w, `{"taskmanagers":[]}`)
+		if r.URL.Path == "/taskmanagers" {
+			if registered.Load() {
+				fmt.Fprint(w, `{"taskmanagers":[{"id":"tm-1"}]}`)
+			} else {
+				fmt.Fprint(w, `{"taskmanagers":[]}`)
+			}
 			return
 		}
 		http.NotFound(w, r) // jobLive: forgotten by Flink
@@ -66,6 +73,7 @@ func TestJobsCollectedAfterGC(t *testing.T) {
 	require.Contains(t, m.Log(), "knows nothing of a job")
 	requireTree(t, m, gone, false)
 	requireTree(t, m, unknown, true)
+	registered.Store(false)
 
 	table := mustCLI(t, "jobs", "--store", m.Store, "--collected")
 	require.Contains(t, table, jobGone)
