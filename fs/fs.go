@@ -191,6 +191,11 @@ func MountOptions(allowOther bool, cacheTimeout time.Duration, debug bool) *gofs
 		NegativeTimeout: &cacheTimeout,
 		RootStableAttr:  &gofs.StableAttr{Ino: index.RootIno},
 		NullPermissions: true,
+		// The kernel's node id of an inode is its number in the index
+		// (the views' numbers are above every one the index hands out), so
+		// that a server taking over the connection knows every node id the
+		// kernel holds without being told (resume.go).
+		ExternalNodeID: true,
 	}
 }
 

@@ -68,7 +68,7 @@ func openKernel(t *testing.T, dir string, opts Options) *kernel {
 	k.fs = f
 	mo := MountOptions(false, DefaultCacheTimeout, false)
 	mo.ServerCallbacks = (*notifyLog)(k)
-	k.raw = NodeFS(tree, mo)
+	k.raw = NodeFS(tree, mo, nil)
 	t.Cleanup(k.close)
 	return k
 }

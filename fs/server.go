@@ -20,8 +20,15 @@ import (
 // file (TestAppendsWhileReleasesLag).
 // With the two serialised, an open sees either a handle still open, whose
 // staging file is the current one, or no backing file at all.
-func NodeFS(root gofs.InodeEmbedder, opts *gofs.Options) fuse.RawFileSystem {
-	return &openOrder{RawFileSystem: gofs.NewNodeFS(root, opts)}
+//
+// Under a keeper (c not nil), the resumer layer above keeps the kernel's
+// node ids and file handles valid across servers (resume.go).
+func NodeFS(root gofs.InodeEmbedder, opts *gofs.Options, c *Connection) fuse.RawFileSystem {
+	var raw fuse.RawFileSystem = &openOrder{RawFileSystem: gofs.NewNodeFS(root, opts)}
+	if c != nil {
+		raw = newResumer(raw, c)
+	}
+	return raw
 }
 
 // openStripes is how many locks openOrder spreads the nodes over: two

@@ -74,7 +74,14 @@ type Store struct {
 // Open opens the store in dir, creating it (but not its parent) if it does
 // not exist, takes its lock, and recovers it from whatever crash came
 // before. It returns the inodes whose staging content waits to be sealed.
-func Open(dir string) (*Store, []uint64, error) {
+func Open(dir string) (*Store, []uint64, error) { return OpenKeeping(dir, nil) }
+
+// OpenKeeping is Open for a server that takes over a FUSE connection
+// (DESIGN.md, "The keeper"): the kernel still holds file handles on the
+// inodes inUse, so recovery reaps none of them though it has no name left,
+// and leaves their staging files as they are: the kernel may write to them
+// itself, through passthrough.
+func OpenKeeping(dir string, inUse []uint64) (*Store, []uint64, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, nil, err
@@ -99,7 +106,7 @@ func Open(dir string) (*Store, []uint64, error) {
 			return nil, nil, fmt.Errorf("upgrading store %s to format version %d: %w", dir, FormatVersion, err)
 		}
 	}
-	unsealed, err := s.recover()
+	unsealed, err := s.recover(inUse)
 	if err != nil {
 		s.Close()
 		return nil, nil, fmt.Errorf("recovering store %s: %w", dir, err)
@@ -269,9 +276,13 @@ func (s *Store) Statfs() (syscall.Statfs_t, error) {
 
 // recover reaps inodes orphaned by a crash, removes staging files no inode
 // refers to, gives each staging file that shares its inode with an object
-// an inode of its own, and lists the inodes whose staging content waits
+// an inode of its own (the inodes inUse excepted for both), and lists the inodes whose staging content waits
 // for sealing.
-func (s *Store) recover() ([]uint64, error) {
+func (s *Store) recover(inUse []uint64) ([]uint64, error) {
+	keep := make(map[uint64]bool, len(inUse))
+	for _, ino := range inUse {
+		keep[ino] = true
+	}
 	err := s.Index.Update(func(tx *index.Tx) error {
 		orphans, err := tx.Orphans()
 		if err != nil {
@@ -280,6 +291,9 @@ func (s *Store) recover() ([]uint64, error) {
 		// Before the reaped orphans' staging files go.
 		tx.OnCommit(func() { crashpoint.Hit(crashpoint.RecoverReaped) })
 		for _, ino := range orphans {
+			if keep[ino] {
+				continue // reaped once the kernel forgets it
+			}
 			if _, err := tx.Reap(ino); err != nil {
 				return err
 			}
@@ -296,6 +310,9 @@ func (s *Store) recover() ([]uint64, error) {
 				ino, err := tx.StagingInode(f.id)
 				if err == nil {
 					unsealed = append(unsealed, ino)
+					if keep[ino] {
+						return nil
+					}
 					// A seal that linked it as an object and did not
 					// commit leaves it sharing the object's inode.
 					return s.unshare(f.id)

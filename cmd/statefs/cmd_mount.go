@@ -279,7 +279,7 @@ func runMount(c *cli.Context) error {
 // unmount callbacks, which read the index, have returned: only then may
 // the store close (server.Wait returns before those callbacks).
 func mountFS(mnt string, root gofs.InodeEmbedder, opts *gofs.Options, m *metrics.Metrics) (server *fuse.Server, served <-chan struct{}, err error) {
-	server, err = fuse.NewServer(m.FUSE(fs.NodeFS(root, opts)), mnt, &opts.MountOptions)
+	server, err = fuse.NewServer(m.FUSE(fs.NodeFS(root, opts, nil)), mnt, &opts.MountOptions)
 	if err != nil {
 		return nil, nil, err
 	}
