@@ -28,6 +28,8 @@ type kernel struct {
 	fs    *FS
 	store *store.Store
 	raw   fuse.RawFileSystem
+	// resumed is what its server did to take over the connection.
+	resumed Resumed
 
 	closeOnce sync.Once
 
@@ -54,8 +56,19 @@ func newKernel(t *testing.T, opts Options) *kernel {
 // down and the store closed by close, or at the end of the test.
 func openKernel(t *testing.T, dir string, opts Options) *kernel {
 	t.Helper()
+	return serveKernel(t, dir, opts, nil)
+}
+
+// serveKernel is openKernel for the server of connection c (nil: none),
+// which resumes it (Connection.Resume) if an earlier server served it.
+func serveKernel(t *testing.T, dir string, opts Options, c *Connection) *kernel {
+	t.Helper()
 	storetest.CheckAtEnd(t, dir)
-	s, unsealed, err := store.Open(dir)
+	var inUse []uint64
+	if c != nil {
+		inUse = c.InUse()
+	}
+	s, unsealed, err := store.OpenKeeping(dir, inUse)
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
@@ -68,8 +81,11 @@ func openKernel(t *testing.T, dir string, opts Options) *kernel {
 	k.fs = f
 	mo := MountOptions(false, DefaultCacheTimeout, false)
 	mo.ServerCallbacks = (*notifyLog)(k)
-	k.raw = NodeFS(tree, mo, nil)
+	k.raw = NodeFS(tree, mo, c)
 	t.Cleanup(k.close)
+	if c != nil && c.Generation > 1 {
+		k.resumed = c.Resume()
+	}
 	return k
 }
 

@@ -37,13 +37,7 @@ func (n *node) LookupNode(ctx context.Context, id uint64, out *fuse.EntryOut) (*
 		}
 		return nil, errno(err)
 	}
-	ch := n.newChild(ctx, rec, out)
-	if rec.Nlink == 0 {
-		// Open with no name left (the store kept it for the kernel's
-		// handles): its FORGET reaps it.
-		n.fs.reapAtForget(id)
-	}
-	return ch, 0
+	return n.newChild(ctx, rec, out), 0
 }
 
 // viewNode finds the fixed view node numbered id: .statefs, a file in it,

@@ -276,8 +276,8 @@ func (s *Store) Statfs() (syscall.Statfs_t, error) {
 
 // recover reaps inodes orphaned by a crash, removes staging files no inode
 // refers to, gives each staging file that shares its inode with an object
-// an inode of its own (the inodes inUse excepted for both), and lists the inodes whose staging content waits
-// for sealing.
+// an inode of its own, and lists the inodes whose staging content waits
+// for sealing: the inodes inUse excepted from all three.
 func (s *Store) recover(inUse []uint64) ([]uint64, error) {
 	keep := make(map[uint64]bool, len(inUse))
 	for _, ino := range inUse {
@@ -309,10 +309,10 @@ func (s *Store) recover(inUse []uint64) ([]uint64, error) {
 			if f.ok {
 				ino, err := tx.StagingInode(f.id)
 				if err == nil {
-					unsealed = append(unsealed, ino)
 					if keep[ino] {
-						return nil
+						return nil // sealed once the kernel releases it
 					}
+					unsealed = append(unsealed, ino)
 					// A seal that linked it as an object and did not
 					// commit leaves it sharing the object's inode.
 					return s.unshare(f.id)

@@ -1,0 +1,164 @@
+package fs
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// White-box. A takeover played without a mount: a server of generation 1
+// serves a connection, the kernel keeps its node ids and handles, and a
+// server of generation 2 over the same store and the same handle table
+// gets the kernel's next requests, as after a crash of the first.
+
+// handleMemory is a memory file as the keeper makes for the handle table.
+func handleMemory(t *testing.T) *os.File {
+	t.Helper()
+	fd, err := unix.MemfdCreate("handles", 0)
+	if err != nil {
+		t.Fatalf("memfd_create: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "handles")
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func connection(t *testing.T, mem *os.File, gen uint64) *Connection {
+	t.Helper()
+	c, err := NewConnection(mem, gen)
+	if err != nil {
+		t.Fatalf("NewConnection: %v", err)
+	}
+	return c
+}
+
+// takeover serves dir with a first server, runs before in it, then ends it
+// (its handles stay open, as the kernel keeps them) and returns the
+// kernel of a second server of the same connection.
+func takeover(t *testing.T, before func(k *kernel)) *kernel {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "store")
+	mem := handleMemory(t)
+	k1 := serveKernel(t, dir, Options{}, connection(t, mem, 1))
+	before(k1)
+	k1.close()
+	return serveKernel(t, dir, Options{}, connection(t, mem, 2))
+}
+
+func TestNodeIDIsTheInodeNumber(t *testing.T) {
+	k := newKernel(t, Options{})
+	e, errno := k.mkdir(root, rootNode, "d", 0o755)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if e.node != e.attr.Ino {
+		t.Fatalf("node id %d of inode %d: a new server could not know it", e.node, e.attr.Ino)
+	}
+}
+
+func TestTakeoverKeepsAnOpenWriter(t *testing.T) {
+	var dir, f entry
+	var fh uint64
+	k := takeover(t, func(k *kernel) {
+		dir = k.mkdirAll("tm_1/localState")
+		var errno syscall.Errno
+		if f, fh, errno = k.create(root, dir.node, "wal", 0o644); errno != 0 {
+			t.Fatalf("create: %v", errno)
+		}
+		if _, errno := k.write(f.node, fh, 0, []byte("hello")); errno != 0 {
+			t.Fatalf("write: %v", errno)
+		}
+	})
+	if k.resumed.Reopened != 1 || k.resumed.Lost != 0 {
+		t.Fatalf("resumed %+v, want the one open handle reopened", k.resumed)
+	}
+	// The kernel goes on with the node id and handle the first server gave.
+	if _, errno := k.write(f.node, fh, 5, []byte(" world")); errno != 0 {
+		t.Fatalf("write through the handle of the first server: %v", errno)
+	}
+	if a, errno := k.getattr(f.node); errno != 0 || a.Size != 11 {
+		t.Fatalf("getattr of the first server's node: size %d, %v; want 11", a.Size, errno)
+	}
+	// Not sealed while the kernel holds it open for writing.
+	k.sealNow(f.node)
+	if rec := k.mustInode(f.node); rec.Staging == 0 {
+		t.Fatal("sealed while the kernel holds a handle open for writing")
+	}
+	k.release(f.node, fh)
+	k.sealNow(f.node)
+	if rec := k.mustInode(f.node); rec.Staging != 0 {
+		t.Fatal("not sealed once the kernel released its handle")
+	}
+	if got := k.readFile(f.node, 64); string(got) != "hello world" {
+		t.Fatalf("read %q, want %q", got, "hello world")
+	}
+}
+
+func TestTakeoverRevivesADirectoryWithItsPath(t *testing.T) {
+	var d entry
+	k := takeover(t, func(k *kernel) { d = k.mkdirAll("tm_1/localState/aid_x") })
+	// A request on a node id the new server never gave out.
+	if _, errno := k.mkdir(root, d.node, "jid_y", 0o755); errno != 0 {
+		t.Fatalf("mkdir in a directory of the first server: %v", errno)
+	}
+	n := k.fs.knownNode(d.node)
+	if n == nil {
+		t.Fatal("the revived directory is not known to the filesystem")
+	}
+	if p := n.Path(nil); p != "tm_1/localState/aid_x" {
+		t.Fatalf("the revived directory's path is %q: whose state is made in it would be judged by it", p)
+	}
+}
+
+func TestTakeoverForgetsNoMoreThanItGranted(t *testing.T) {
+	var d entry
+	k := takeover(t, func(k *kernel) {
+		d = k.mkdirAll("a")
+		for range 5 {
+			k.lookup(rootNode, "a")
+		}
+	})
+	// The kernel forgets every lookup it holds, most granted by the first
+	// server: a bridge that took them all would panic on an underflow.
+	k.lookup(rootNode, "a")
+	k.forget(d.node, 7)
+	k.forget(d.node, 1) // one this server never granted
+	if _, errno := k.lookup(rootNode, "a"); errno != 0 {
+		t.Fatalf("lookup after the forgets: %v", errno)
+	}
+}
+
+func TestTakeoverOfAHandleOnANamelessFile(t *testing.T) {
+	var f entry
+	var fh uint64
+	k := takeover(t, func(k *kernel) {
+		var errno syscall.Errno
+		if f, fh, errno = k.create(root, rootNode, "sst", 0o644); errno != 0 {
+			t.Fatalf("create: %v", errno)
+		}
+		k.write(f.node, fh, 0, []byte("kept"))
+		if errno := k.unlink(rootNode, "sst"); errno != 0 {
+			t.Fatalf("unlink: %v", errno)
+		}
+	})
+	if got, errno := k.read(f.node, fh, 0, 16); errno != 0 || string(got) != "kept" {
+		t.Fatalf("read of the unlinked open file after the takeover: %q, %v", got, errno)
+	}
+	k.release(f.node, fh)
+	k.forget(f.node, 1)
+	if _, err := k.inode(f.node); err == nil {
+		t.Fatal("the nameless file outlived its last handle and its FORGET")
+	}
+}
+
+func TestTakeoverRefusesAHandleNoServerGave(t *testing.T) {
+	var f entry
+	k := takeover(t, func(k *kernel) { f = k.writeFile(rootNode, "f", []byte("x")) })
+	k.lookup(rootNode, "f")
+	if _, errno := k.read(f.node, 2<<32|7, 0, 1); errno != syscall.EBADF {
+		t.Fatalf("read through a handle no server gave: %v, want EBADF", errno)
+	}
+}
