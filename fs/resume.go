@@ -342,22 +342,27 @@ func (r *resumer) reopened(h *fuse.InHeader) (uint64, *handleSlot) {
 	}
 	unique := h.Unique &^ (1 << 63)
 	for _, i := range r.table.open() {
-		if s := &r.table.slots[i]; s.unique == unique && s.ino == h.NodeId {
+		if s := &r.table.slots[i]; s.unique == unique {
 			return s.gen.Load()<<32 | uint64(i), s
 		}
 	}
 	return 0, nil
 }
 
+// answerOpen answers an open from the handle of slot s, numbered fh.
+func answerOpen(fh uint64, s *handleSlot, out *fuse.OpenOut) {
+	out.Fh, out.BackingID = fh, s.backingID
+	if s.backingID != 0 {
+		out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
+	}
+}
+
 func (r *resumer) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	if st := r.node(in.NodeId); !st.Ok() {
 		return st
 	}
-	if fh, s := r.reopened(&in.InHeader); s != nil {
-		out.Fh, out.BackingID = fh, s.backingID
-		if s.backingID != 0 {
-			out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
-		}
+	if fh, s := r.reopened(&in.InHeader); s != nil && s.ino == in.NodeId {
+		answerOpen(fh, s, out)
 		return fuse.OK
 	}
 	if st := r.RawFileSystem.Open(cancel, in, out); !st.Ok() {
@@ -379,6 +384,15 @@ func (r *resumer) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.Ope
 func (r *resumer) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	if st := r.node(in.NodeId); !st.Ok() {
 		return st
+	}
+	if fh, s := r.reopened(&in.InHeader); s != nil {
+		// Made and opened by an earlier server: the answer is its entry
+		// and that handle.
+		if st := r.Lookup(cancel, &in.InHeader, name, &out.EntryOut); !st.Ok() {
+			return st
+		}
+		answerOpen(fh, s, &out.OpenOut)
+		return fuse.OK
 	}
 	st := r.RawFileSystem.Create(cancel, in, name, out)
 	if !st.Ok() {

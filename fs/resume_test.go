@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -160,5 +161,37 @@ func TestTakeoverRefusesAHandleNoServerGave(t *testing.T) {
 	k.lookup(rootNode, "f")
 	if _, errno := k.read(f.node, 2<<32|7, 0, 1); errno != syscall.EBADF {
 		t.Fatalf("read through a handle no server gave: %v, want EBADF", errno)
+	}
+}
+
+func TestTakeoverAnswersAResentCreateWithItsHandle(t *testing.T) {
+	const unique = 40
+	var f entry
+	var fh uint64
+	k := takeover(t, func(k *kernel) {
+		h := root.header(rootNode)
+		h.Unique = unique
+		var out fuse.CreateOut
+		st := k.raw.Create(nil, &fuse.CreateIn{InHeader: h, Flags: syscall.O_RDWR | syscall.O_CREAT | syscall.O_EXCL, Mode: 0o644}, "f", &out)
+		if st != fuse.OK {
+			t.Fatalf("create: %v", st)
+		}
+		f, fh = entry{out.NodeId, out.Attr}, out.Fh
+	})
+	// The first server died before its answer reached the kernel, which
+	// sends the create again.
+	h := root.header(rootNode)
+	h.Unique = unique | 1<<63
+	var out fuse.CreateOut
+	st := k.raw.Create(nil, &fuse.CreateIn{InHeader: h, Flags: syscall.O_RDWR | syscall.O_CREAT | syscall.O_EXCL, Mode: 0o644}, "f", &out)
+	if st != fuse.OK || out.NodeId != f.node || out.Fh != fh {
+		t.Fatalf("resent create: %v, node %d handle %#x; want OK, node %d handle %#x", st, out.NodeId, out.Fh, f.node, fh)
+	}
+	if _, errno := k.write(f.node, out.Fh, 0, []byte("x")); errno != 0 {
+		t.Fatalf("write through the answered handle: %v", errno)
+	}
+	k.release(f.node, out.Fh)
+	if k.resumed.Reopened != 1 {
+		t.Fatalf("resumed %+v", k.resumed)
 	}
 }
