@@ -195,3 +195,26 @@ func TestTakeoverAnswersAResentCreateWithItsHandle(t *testing.T) {
 		t.Fatalf("resumed %+v", k.resumed)
 	}
 }
+
+func TestTakeoverCountsTheLookupsOfReaddirplus(t *testing.T) {
+	var a entry
+	k := takeover(t, func(k *kernel) { a = k.writeFile(rootNode, "a", []byte("x")) })
+	// One READDIRPLUS of the root: a lookup of "a" the kernel counts.
+	var open fuse.OpenOut
+	if st := k.raw.OpenDir(nil, &fuse.OpenIn{InHeader: root.header(rootNode)}, &open); st != fuse.OK {
+		t.Fatalf("opendir: %v", st)
+	}
+	list := fuse.NewDirEntryList(make([]byte, 64<<10), 0)
+	if st := k.raw.ReadDirPlus(nil, &fuse.ReadIn{InHeader: root.header(rootNode), Fh: open.Fh, Size: 64 << 10}, list); st != fuse.OK {
+		t.Fatalf("readdirplus: %v", st)
+	}
+	k.raw.ReleaseDir(&fuse.ReleaseIn{InHeader: root.header(rootNode), Fh: open.Fh})
+	if k.fs.knownNode(a.node) == nil {
+		t.Fatal("readdirplus made no node of the entry")
+	}
+	// Its FORGET reaches the bridge, which drops the node.
+	k.forget(a.node, 1)
+	if k.fs.knownNode(a.node) != nil {
+		t.Fatal("the FORGET of a lookup readdirplus granted was dropped: the node stays for ever")
+	}
+}
