@@ -173,7 +173,7 @@ func (n *heldNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return nil, 0, syscall.EINVAL
 	}
 	st := n.fs.acquire(n.ino)
-	h, _, err := n.fs.open(st, nil, flags, false)
+	h, _, err := n.fs.open(st, nil, flags, false, false)
 	if err != nil {
 		n.fs.release(st)
 		return nil, 0, errno(err)

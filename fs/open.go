@@ -38,9 +38,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if writable(flags) && n.fs.store.Full() {
 		return nil, 0, syscall.ENOSPC
 	}
+	cached := flags&reopenCached != 0
+	flags &^= reopenCached
 	st := n.fs.acquire(n.ino())
 	uid, _ := caller(ctx)
-	h, fuseFlags, err := n.fs.open(st, &n.warm, flags, uid != 0)
+	h, fuseFlags, err := n.fs.open(st, &n.warm, flags, uid != 0, cached)
 	if err != nil {
 		n.fs.release(st)
 		var oe *store.ObjectError
@@ -118,12 +120,15 @@ func privBits(mode uint32) uint32 {
 // content, gets the staging file; a reader of sealed content gets the
 // manifest, and the kernel keeps its page cache if warm says it holds that
 // content (warm is the node's; nil for a view that never keeps the cache).
+// A cached open is served through the kernel's page cache, never by
+// passthrough: one a takeover makes again of a handle the kernel was given
+// without a backing id (resume.go).
 //
 // An unprivileged writer (unprivileged: the caller is not root) clears the
 // setuid and setgid bits at open rather than at its first write, as ext4
 // does: writes through passthrough never reach the daemon, and go-fuse does
 // not pass on the kernel's FUSE_WRITE_KILL_SUIDGID.
-func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) (*handle, uint32, error) {
+func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged, cached bool) (*handle, uint32, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var rec *index.Inode
@@ -162,7 +167,7 @@ func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) 
 			st.gen++
 		}
 		h := &handle{fs: f, st: st, staging: st.staging, backing: st.staging, writable: writable(flags),
-			passthrough: f.opts.Passthrough && st.cached == 0, staleAttrs: killed || unsealed}
+			passthrough: f.opts.Passthrough && st.cached == 0 && !cached, staleAttrs: killed || unsealed}
 		st.opens++
 		if !h.passthrough {
 			st.cached++
@@ -182,7 +187,7 @@ func (f *FS) open(st *file, warm *atomic.Bool, flags uint32, unprivileged bool) 
 		}
 		// The kernel reads the object itself, as it reads a staging
 		// file: the daemon is not in the path of a sealed file's reads.
-		if f.opts.Passthrough && !f.opts.VerifyReads && st.cached == 0 {
+		if f.opts.Passthrough && !f.opts.VerifyReads && st.cached == 0 && !cached {
 			st.opens++
 			st.objectOpens++
 			return &handle{fs: f, st: st, backing: st.object.File, passthrough: true}, 0, nil

@@ -111,6 +111,12 @@ func (r *resumer) Init(s *fuse.Server) {
 // server after an earlier one read it and died (FUSE_NOTIFY_RESEND).
 func resent(h *fuse.InHeader) bool { return h.Unique&(1<<63) != 0 }
 
+// reopenCached is an open flag of the resumer's own, which no open(2)
+// sets: the handle it opens again was given to the kernel without a backing
+// id, so the kernel serves it through its page cache, and the new one must
+// not ask for passthrough either (FS.open).
+const reopenCached = 1 << 31
+
 // serverCaller is the caller of the requests a server makes itself.
 var serverCaller = fuse.Caller{Owner: fuse.Owner{Uid: 0, Gid: 0}}
 
@@ -120,6 +126,9 @@ func (r *resumer) reopen() Resumed {
 	for _, i := range r.table.open() {
 		s := &r.table.slots[i]
 		in := fuse.OpenIn{InHeader: fuse.InHeader{NodeId: s.ino, Caller: serverCaller}, Flags: s.flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC)}
+		if s.backingID == 0 {
+			in.Flags |= reopenCached
+		}
 		var out fuse.OpenOut
 		st := r.revive(s.ino)
 		if st.Ok() {

@@ -43,10 +43,10 @@ func takeover(t *testing.T, before func(k *kernel)) *kernel {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
 	mem := handleMemory(t)
-	k1 := serveKernel(t, dir, Options{}, connection(t, mem, 1))
+	k1 := serveKernel(t, dir, Options{Passthrough: true}, connection(t, mem, 1))
 	before(k1)
 	k1.close()
-	return serveKernel(t, dir, Options{}, connection(t, mem, 2))
+	return serveKernel(t, dir, Options{Passthrough: true}, connection(t, mem, 2))
 }
 
 func TestNodeIDIsTheInodeNumber(t *testing.T) {
@@ -217,4 +217,23 @@ func TestTakeoverCountsTheLookupsOfReaddirplus(t *testing.T) {
 	if k.fs.knownNode(a.node) != nil {
 		t.Fatal("the FORGET of a lookup readdirplus granted was dropped: the node stays for ever")
 	}
+}
+
+func TestTakeoverKeepsACachedHandleCached(t *testing.T) {
+	var f entry
+	var fh uint64
+	k := takeover(t, func(k *kernel) {
+		// With no server to register a backing file with, the kernel
+		// is given no backing id: it serves the handle through its page
+		// cache, whatever the filesystem chose.
+		var errno syscall.Errno
+		if f, fh, errno = k.create(root, rootNode, "f", 0o644); errno != 0 {
+			t.Fatalf("create: %v", errno)
+		}
+	})
+	st := k.fs.lookupFile(f.node)
+	if st == nil || st.cached != 1 {
+		t.Fatal("the handle the kernel serves through its page cache was opened again for passthrough: the kernel would refuse every passthrough open of the inode")
+	}
+	k.release(f.node, fh)
 }
