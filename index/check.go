@@ -45,6 +45,7 @@ const (
 	ProblemCollection     = "collection"      // a collection record that does not decode, or whose key is not a number
 	ProblemXattr          = "xattr"           // an extended attribute of an inode that does not exist
 	ProblemHold           = "hold"            // a hold record and the held directory's entries do not agree
+	ProblemReply          = "reply"           // a reply record that does not decode, or whose key is not a number
 )
 
 // scanAll calls fn with a copy of each key (and value) under the one-byte
@@ -125,7 +126,8 @@ func (c *checker) add(kind, format string, args ...any) {
 //   - every inode's owner is interned, both ways;
 //   - every job root names an existing inode of that job whose parent's job
 //     differs, and every such directory is a job root;
-//   - job records and extended attributes belong to something.
+//   - job records and extended attributes belong to something;
+//   - collection and reply records decode.
 func (db *DB) Check() ([]Problem, []cas.Hash, error) {
 	c := &checker{
 		inodes:    map[uint64]*Inode{},
@@ -330,6 +332,16 @@ func (c *checker) load(tx *Tx) error {
 				c.add(ProblemCollection, "collection record key %x is corrupt", k)
 			} else if err := json.Unmarshal(v, (*storedCollection)(&rec)); err != nil {
 				c.add(ProblemCollection, "collection record %x: %v", k, err)
+			}
+		}},
+		{prefixReply, func(k, v []byte) {
+			// A record answers a request of the connection that made it
+			// and refers to nothing that must exist: an inode it answered
+			// may be gone since.
+			if _, ok := keyReply(k); !ok {
+				c.add(ProblemReply, "reply record key %x is corrupt", k)
+			} else if _, err := decodeReply(v); err != nil {
+				c.add(ProblemReply, "reply record %x: %v", k, err)
 			}
 		}},
 		{prefixExecutor, func(k, v []byte) {

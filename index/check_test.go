@@ -169,7 +169,8 @@ const (
 // consistentFixture builds an index that has each kind of record: nested
 // directories, hard links, renames across directories, an exchange, a
 // replaced file, an orphan, a removed directory, staging and sealed files
-// sharing chunks, extended attributes, and Flink job state with roots.
+// sharing chunks, extended attributes, Flink job state with roots, and
+// reply records, one of an inode that is gone.
 func consistentFixture(t *testing.T) *checkFixture {
 	f := newCheckFixture(t)
 	for _, p := range []string{"a/", "a/b/", "a/b/f", "a/g", "c/", "c/h", "c/empty", "c/gone/", "tm_x/", "tm_x/localState/",
@@ -192,6 +193,12 @@ func consistentFixture(t *testing.T) *checkFixture {
 	f.rename(checkSti+"/chk_1/db.tmp", checkSti+"/chk_1/db", 0)
 	f.update(func(tx *Tx) error {
 		if err := tx.Rmdir(f.ino("c"), "gone"); err != nil {
+			return err
+		}
+		if err := tx.PutReply(10, Reply{At: Now(), Ino: f.ino("a/x/f")}); err != nil {
+			return err
+		}
+		if err := tx.PutReply(12, Reply{At: Now(), Ino: 999_999}); err != nil {
 			return err
 		}
 		return tx.SetXattr(f.ino("a/x/f"), "user.k", []byte("v"))
@@ -318,6 +325,12 @@ func TestCheckFindsEachProblem(t *testing.T) {
 		}},
 		{"collection record that does not decode", []string{ProblemCollection}, func(f *checkFixture, tx *Tx) error {
 			return tx.set(collectionKey(1), []byte("{"))
+		}},
+		{"reply record that does not decode", []string{ProblemReply}, func(f *checkFixture, tx *Tx) error {
+			return tx.set(replyKey(10), []byte{1, 2, 3})
+		}},
+		{"reply record key that is not a number", []string{ProblemReply}, func(f *checkFixture, tx *Tx) error {
+			return tx.set([]byte{prefixReply, 1}, encodeReply(Reply{At: 1}))
 		}},
 		{"extended attribute of no inode", []string{ProblemXattr}, func(f *checkFixture, tx *Tx) error {
 			return tx.SetXattr(999_999, "user.k", nil)

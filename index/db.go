@@ -105,6 +105,12 @@ type DB struct {
 
 	xattrs xattrInos
 
+	// replyFloor is a reply record key's unique id below which every
+	// record was deleted: where pruneReplies starts its walk. replyOldest
+	// is when the first record from there was made, 0 for unknown.
+	replyFloor  atomic.Uint64
+	replyOldest atomic.Int64
+
 	// listings caches directories' entries for Listing; nil when the
 	// index is read-only.
 	listings *listings

@@ -40,6 +40,9 @@ import (
 //	a attic-directory-name  -> ino                                            atticKey, keyString
 //	h hold-id               -> Hold as JSON, At in ns (storedHold)            holdKey, keyString
 //
+//	R unique                -> Reply: when a kernel request committed, the inode it answered
+//	                           (encodeReply); kept for ReplyKeep              replyKey, keyReply
+//
 // A scan of every key of one kind starts at kindPrefix.
 const (
 	prefixVersion = 'v'
@@ -68,6 +71,8 @@ const (
 
 	prefixAttic = 'a'
 	prefixHold  = 'h'
+
+	prefixReply = 'R'
 )
 
 // kindPrefix is the prefix of every key of kind prefix.
@@ -138,6 +143,13 @@ func collectionKey(seq uint64) []byte { return inoKey(prefixCollection, seq) }
 
 // keyCollection is the number of a collectionKey; false if k is not one.
 func keyCollection(k []byte) (uint64, bool) { return keyIno(k) }
+
+// replyKey is the key of the reply record of the kernel's request unique:
+// records sort by the order the kernel sent their requests in.
+func replyKey(unique uint64) []byte { return inoKey(prefixReply, unique) }
+
+// keyReply is the unique id of a replyKey; false if k is not one.
+func keyReply(k []byte) (uint64, bool) { return keyIno(k) }
 
 func atticKey(name string) []byte { return append([]byte{prefixAttic}, name...) }
 
