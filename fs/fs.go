@@ -79,6 +79,11 @@ type Options struct {
 	MaxKernelInodes int
 	// Version is the daemon's version, which .statefs/status.json shows.
 	Version string
+	// Resuming says that the server takes over a connection an earlier
+	// server of the same keeper served (keeper.Session.Resuming): the
+	// reply records of that connection answer the requests the kernel
+	// sends again. Otherwise the connection is new, and New clears them.
+	Resuming bool
 }
 
 // DefaultCacheTimeout is how long the kernel may answer lookups and stats
@@ -125,11 +130,23 @@ type FS struct {
 	// file's mu, and nothing is taken while it is held.
 	objectsMu   sync.Mutex
 	objectUsers map[cas.Hash]int // files that have each object open
+
+	// requestsMu guards requests: the unique ids of the mutating requests
+	// being served, by their cancel channel (replies.go). It is a leaf.
+	requestsMu sync.Mutex
+	requests   map[<-chan struct{}]uint64
 }
 
 // New makes the filesystem over an open store and returns its root node.
-// unsealed lists the inodes whose staging content waits to be sealed.
-func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedder) {
+// unsealed lists the inodes whose staging content waits to be sealed. On a
+// new connection (opts.Resuming unset) it first deletes the reply records
+// of earlier ones, and fails if it cannot.
+func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedder, error) {
+	if !opts.Resuming {
+		if err := s.Index.ClearReplies(); err != nil {
+			return nil, nil, err
+		}
+	}
 	if opts.Sealers <= 0 {
 		opts.Sealers = 1
 	}
@@ -137,14 +154,14 @@ func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedd
 		opts.Rules = owner.FlinkRules()
 	}
 	f := &FS{store: s, opts: opts, rules: opts.Rules, files: map[uint64]*file{}, objectUsers: map[cas.Hash]int{}, kernelKnows: map[uint64]*gofs.Inode{}, latecomers: map[uint64][]latecomer{}, nameless: map[uint64]struct{}{},
-		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers)}
+		sealTimers: map[uint64]*time.Timer{}, sealers: make(chan struct{}, opts.Sealers), requests: map[<-chan struct{}]uint64{}}
 	for _, ino := range unsealed {
 		f.scheduleSeal(ino)
 	}
 	if opts.Hold.Enabled {
 		f.holds = hold.Start(s, holdNamespace{f}, opts.Hold)
 	}
-	return f, &node{fs: f}
+	return f, &node{fs: f}, nil
 }
 
 // Shutdown stops scheduling seals and waits for the ones running. Content

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 
@@ -14,27 +15,21 @@ import (
 // tree goes back into the tree by Restore.
 
 // removeName takes name out of directory n as unlink (dir false) or rmdir
-// (dir true) does, or makes it pending when deletes are held. It returns the inode
+// (dir true) does, or makes it pending when deletes are held, and records
+// the reply to the request ctx serves with either. It returns the inode
 // that lost a link, for the caller to reap.
-func (n *node) removeName(name string, dir bool) (*index.Inode, error) {
+func (n *node) removeName(ctx context.Context, name string, dir bool) (*index.Inode, error) {
 	holding := n.fs.opts.Hold.Enabled
+	unique := n.fs.request(ctx)
 	for {
 		var victim *index.Inode
 		madePending := false
 		err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
-			if holding {
-				if madePending, err = hold.MakesPending(tx, n.ino(), name, n.fs.rules.Owner(n.childPath(name)), dir); err != nil || madePending {
-					if madePending {
-						victim, err = tx.MakePending(n.ino(), name, n.Path(nil))
-					}
-					return err
-				}
+			victim, madePending, err = n.removeIn(tx, name, dir, holding)
+			if err != nil {
+				return err
 			}
-			if dir {
-				return tx.Rmdir(n.ino(), name)
-			}
-			victim, err = tx.Unlink(n.ino(), name)
-			return err
+			return recordReply(tx, unique, 0)
 		})
 		if madePending && err != nil && !errors.Is(err, index.ErrNotEmpty) && !errors.Is(err, index.ErrNotFound) {
 			// Holding is a favour to the executor; its delete must not fail.
@@ -47,6 +42,24 @@ func (n *node) removeName(name string, dir bool) (*index.Inode, error) {
 		}
 		return victim, err
 	}
+}
+
+// removeIn is removeName's change in tx: name made pending if holding
+// and the policy holds it (madePending), or removed.
+func (n *node) removeIn(tx *index.Tx, name string, dir, holding bool) (victim *index.Inode, madePending bool, err error) {
+	if holding {
+		if madePending, err = hold.MakesPending(tx, n.ino(), name, n.fs.rules.Owner(n.childPath(name)), dir); err != nil || madePending {
+			if madePending {
+				victim, err = tx.MakePending(n.ino(), name, n.Path(nil))
+			}
+			return victim, madePending, err
+		}
+	}
+	if dir {
+		return nil, false, tx.Rmdir(n.ino(), name)
+	}
+	victim, err = tx.Unlink(n.ino(), name)
+	return victim, false, err
 }
 
 // holdNamespace is the filesystem as the holder sees it.

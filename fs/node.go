@@ -150,17 +150,21 @@ func (n *node) newInode(ctx context.Context, mode uint32) (*index.Inode, error) 
 
 // create adds rec under name in this directory in one transaction
 // (index.Tx.CreateOwned: its owner follows from its path, by the rules),
-// with extra run inside it.
-func (n *node) create(name string, rec *index.Inode, extra func(*index.Tx) error) error {
+// with extra run inside it and the reply to the request ctx serves
+// recorded.
+func (n *node) create(ctx context.Context, name string, rec *index.Inode, extra func(*index.Tx) error) error {
 	owner := n.fs.rules.Owner(n.childPath(name))
+	unique := n.fs.request(ctx)
 	return n.fs.store.Index.Update(func(tx *index.Tx) error {
 		if err := tx.CreateOwned(n.ino(), name, rec, owner); err != nil {
 			return err
 		}
 		if extra != nil {
-			return extra(tx)
+			if err := extra(tx); err != nil {
+				return err
+			}
 		}
-		return nil
+		return recordReply(tx, unique, rec.Ino)
 	})
 }
 
@@ -179,7 +183,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}
 	rec, err := n.newInode(ctx, syscall.S_IFDIR|mode&07777)
 	if err == nil {
-		err = n.create(name, rec, nil)
+		err = n.create(ctx, name, rec, nil)
 	}
 	if err != nil {
 		return nil, errno(err)
@@ -197,7 +201,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	rec, err := n.newInode(ctx, mode)
 	if err == nil {
 		rec.Rdev = dev
-		err = n.create(name, rec, nil)
+		err = n.create(ctx, name, rec, nil)
 	}
 	if err != nil {
 		return nil, errno(err)
@@ -213,7 +217,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err == nil {
 		rec.Target = target
 		rec.Size = uint64(len(target))
-		err = n.create(name, rec, nil)
+		err = n.create(ctx, name, rec, nil)
 	}
 	if err != nil {
 		return nil, errno(err)
@@ -241,10 +245,13 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 		return nil, syscall.EPERM
 	}
 	owner := n.fs.rules.Owner(n.childPath(name))
+	unique := n.fs.request(ctx)
 	var rec *index.Inode
 	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
-		rec, err = tx.LinkOwned(n.ino(), name, t.ino(), owner)
-		return err
+		if rec, err = tx.LinkOwned(n.ino(), name, t.ino(), owner); err != nil {
+			return err
+		}
+		return recordReply(tx, unique, rec.Ino)
 	})
 	if errors.Is(err, index.ErrIsDir) {
 		return nil, syscall.EPERM
@@ -262,7 +269,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if n.ino() == index.RootIno && name == statusDirName {
 		return syscall.EPERM
 	}
-	victim, err := n.removeName(name, false)
+	victim, err := n.removeName(ctx, name, false)
 	if err != nil {
 		return errno(err)
 	}
@@ -277,7 +284,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if n.ino() == index.RootIno && name == statusDirName {
 		return syscall.EPERM
 	}
-	victim, err := n.removeName(name, true)
+	victim, err := n.removeName(ctx, name, true)
 	if err != nil {
 		return errno(err)
 	}
@@ -297,10 +304,14 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	if (n.ino() == index.RootIno && name == statusDirName) || (np.ino() == index.RootIno && newName == statusDirName) {
 		return syscall.EPERM
 	}
+	unique := n.fs.request(ctx)
 	var victim *index.Inode
 	err := n.fs.store.Index.Update(func(tx *index.Tx) (err error) {
 		// State that moves between owners changes owner with it.
 		victim, err = tx.RenameOwned(n.ino(), name, np.ino(), newName, flags, n.childPath(name), np.childPath(newName), n.fs.rules)
+		if err == nil {
+			err = recordReply(tx, unique, 0)
+		}
 		if err == nil && flags&index.RenameExchange == 0 {
 			crashpoint.Hit(crashpoint.RenameBeforeCommit)
 		}

@@ -76,7 +76,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	err = n.create(name, rec, func(tx *index.Tx) error {
+	err = n.create(ctx, name, rec, func(tx *index.Tx) error {
 		_, err := tx.SetStaging(rec, id)
 		return err
 	})

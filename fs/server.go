@@ -21,10 +21,16 @@ import (
 // With the two serialised, an open sees either a handle still open, whose
 // staging file is the current one, or no backing file at all.
 //
-// Under a keeper (c not nil), the resumer layer above keeps the kernel's
-// node ids and file handles valid across servers (resume.go).
+// Above it, replies answers a request the kernel sends again from its
+// reply record (replies.go), over the root New returns (another root has
+// no records). Under a keeper (c not nil), the resumer layer above that
+// keeps the kernel's node ids and file handles valid across servers
+// (resume.go).
 func NodeFS(root gofs.InodeEmbedder, opts *gofs.Options, c *Connection) fuse.RawFileSystem {
 	var raw fuse.RawFileSystem = &openOrder{RawFileSystem: gofs.NewNodeFS(root, opts)}
+	if n, ok := root.(*node); ok {
+		raw = &replies{RawFileSystem: raw, fs: n.fs}
+	}
 	if c != nil {
 		raw = newResumer(raw, c)
 	}

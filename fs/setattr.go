@@ -15,7 +15,7 @@ import (
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	st := n.fs.acquire(n.ino())
 	defer n.fs.release(st)
-	rec, err := n.fs.setattr(st, &n.warm, in)
+	rec, err := n.fs.setattr(st, &n.warm, in, n.fs.request(ctx))
 	if err != nil {
 		return errno(err)
 	}
@@ -28,8 +28,9 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 }
 
 // setattr applies in to st's inode and returns the new record; warm is the
-// node's page cache flag, cleared by a change of size.
-func (f *FS) setattr(st *file, warm *atomic.Bool, in *fuse.SetAttrIn) (*index.Inode, error) {
+// node's page cache flag, cleared by a change of size. The reply to the
+// kernel's request unique is recorded with the change.
+func (f *FS) setattr(st *file, warm *atomic.Bool, in *fuse.SetAttrIn, unique uint64) (*index.Inode, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var unsealed bool
@@ -46,7 +47,10 @@ func (f *FS) setattr(st *file, warm *atomic.Bool, in *fuse.SetAttrIn) (*index.In
 			return err
 		}
 		applyAttr(rec, in)
-		return tx.PutInode(rec)
+		if err := tx.PutInode(rec); err != nil {
+			return err
+		}
+		return recordReply(tx, unique, 0)
 	})
 	if err != nil {
 		return nil, err

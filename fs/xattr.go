@@ -60,6 +60,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if n.fs.store.Full() {
 		return syscall.ENOSPC
 	}
+	unique := n.fs.request(ctx)
 	err := n.fs.store.Index.Update(func(tx *index.Tx) error {
 		_, err := tx.Xattr(n.ino(), attr)
 		exists := err == nil
@@ -75,17 +76,24 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		if err := tx.SetXattr(n.ino(), attr, data); err != nil {
 			return err
 		}
-		return touchCtime(tx, n.ino())
+		if err := touchCtime(tx, n.ino()); err != nil {
+			return err
+		}
+		return recordReply(tx, unique, 0)
 	})
 	return xattrErrno(err)
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	unique := n.fs.request(ctx)
 	err := n.fs.store.Index.Update(func(tx *index.Tx) error {
 		if err := tx.RemoveXattr(n.ino(), attr); err != nil {
 			return err
 		}
-		return touchCtime(tx, n.ino())
+		if err := touchCtime(tx, n.ino()); err != nil {
+			return err
+		}
+		return recordReply(tx, unique, 0)
 	})
 	return xattrErrno(err)
 }

@@ -51,6 +51,7 @@ var crashPointCases = []struct {
 	{crashpoint.RenameBeforeCommit, renameCrash(false)},
 	{crashpoint.RenameCommitted, renameCrash(true)},
 	{crashpoint.ReapCommitted, reapCrash},
+	{crashpoint.ReplyCommitted, replyCrash},
 	{crashpoint.RecoverReaped, recoverCrash},
 	{crashpoint.StoreClose, closeCrash},
 	{crashpoint.SweepChunkRemoved + ":2", gcCrash},
@@ -304,6 +305,25 @@ func reapCrash(c *crashCase) {
 	c.crashed(problemStrayStaging)
 	c.remount("--seal-delay", "1h")
 	requireFiles(t, m, files, nil)
+	c.finish()
+}
+
+// replyCrash: a link commits with its reply record and the daemon dies
+// before it answers. No keeper sends the request again, so the link fails
+// with the connection; the next mount, a new connection, shows it made,
+// and fsck finds the record no problem.
+func replyCrash(c *crashCase) {
+	t := c.t
+	m := c.mount("--seal-delay", "1h")
+	files := map[string][]byte{"d/a": pseudoRandom(100<<10, 10)}
+	writeSyncedWithDir(t, m.Path("d/a"), files["d/a"])
+	c.arm("--seal-delay", "1h")
+	os.Link(m.Path("d/a"), m.Path("d/b")) // fails: the daemon dies before it answers
+	files["d/b"] = files["d/a"]
+	c.crashed()
+	c.remount("--seal-delay", "1h")
+	requireFiles(t, m, files, nil)
+	requireNlinkMatchesNames(t, m)
 	c.finish()
 }
 

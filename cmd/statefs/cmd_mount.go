@@ -218,7 +218,10 @@ func runMount(c *cli.Context) error {
 	fsOpts := opts.FS
 	fsOpts.OnSeal = m.OnSeal
 	fsOpts.Version = version
-	fsys, root := fs.New(s, fsOpts, unsealed)
+	fsys, root, err := fs.New(s, fsOpts, unsealed)
+	if err != nil {
+		return err
+	}
 	server, served, err := mountFS(mnt, root, fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug), m)
 	if err != nil {
 		fsys.Shutdown()

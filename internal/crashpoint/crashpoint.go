@@ -57,6 +57,9 @@
 //	handle-released       fs: the last handle on a file released it and scheduled its
 //	                      seal; go-fuse has not yet dropped the kernel's passthrough
 //	                      backing file of that handle
+//	reply-committed       fs: a kernel request that changes the namespace, an inode's
+//	                      attributes or its extended attributes committed with its
+//	                      reply record; its answer not yet given (n counts them)
 //	hold-held             fs: a hold decision committed: a removed tree is held
 //	hold-pending-removed  fs: the transaction that removes a made pending entry that is not
 //	                      held, if it is due, committed (n counts them: a crash
@@ -106,6 +109,7 @@ const (
 	ReapCommitted      = "reap-committed"
 	UnsealBeforeCommit = "unseal-before-commit"
 	HandleReleased     = "handle-released"
+	ReplyCommitted     = "reply-committed"
 	HoldHeld           = "hold-held"
 	HoldPendingRemoved = "hold-pending-removed"
 	HoldDropping       = "hold-dropping"
@@ -117,7 +121,7 @@ const (
 var Points = []string{
 	SealChunkStored, SealObjectHashed, SealObjectSynced, SealObjectLinked, SealBeforeCommit, SealCommitted, SweepChunkRemoved, SweepBeforeForget,
 	RecoverReaped, StoreClose, RenameBeforeCommit, RenameCommitted, ReapCommitted,
-	UnsealBeforeCommit, HandleReleased, HoldHeld, HoldPendingRemoved, HoldDropping, GCInodeRemoved,
+	UnsealBeforeCommit, HandleReleased, ReplyCommitted, HoldHeld, HoldPendingRemoved, HoldDropping, GCInodeRemoved,
 	GCBeforeJobDelete,
 }
 
