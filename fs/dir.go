@@ -54,7 +54,9 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 		for i := range entries {
 			entries[i].Off = uint64(i + 1)
 		}
-		d.entries, d.next, d.recs = entries, 0, nil
+		// next stays: a Seekdir may have come first (a listing that a new
+		// server of the connection goes on with, resume.go).
+		d.entries, d.recs = entries, nil
 	}
 	if d.next >= len(d.entries) {
 		return nil, 0

@@ -81,3 +81,26 @@ func (f *FS) lookupFile(ino uint64) *file {
 	defer f.mu.Unlock()
 	return f.files[ino]
 }
+
+// pin holds inode ino open, as a handle would, for a handle the kernel
+// holds that a new server could not open again (resume.go): nothing seals
+// or reaps the inode until unpin.
+func (f *FS) pin(ino uint64) *file {
+	st := f.acquire(ino)
+	st.mu.Lock()
+	st.opens++
+	st.mu.Unlock()
+	return st
+}
+
+// unpin ends a pin, as the close of its handle would.
+func (f *FS) unpin(st *file) {
+	st.mu.Lock()
+	st.opens--
+	last := st.opens == 0
+	st.mu.Unlock()
+	if last {
+		f.afterClose(st.ino, false, true)
+	}
+	f.release(st)
+}

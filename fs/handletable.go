@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,7 +23,8 @@ import (
 //
 // A server writes a slot's fields before it publishes the slot (gen, last),
 // and frees a slot by clearing gen first, so a server killed at any point
-// leaves each slot either whole or free.
+// leaves each slot either whole or free. One server at a time maps the
+// table: the keeper starts the next only once the last has died.
 type handleTable struct {
 	mem   []byte
 	head  *tableHead
@@ -53,7 +55,8 @@ type handleSlot struct {
 	flags     uint32 // its open flags
 	backingID int32  // the passthrough backing id the kernel was given, 0 for none
 	dir       uint32 // 1 for a directory handle
-	_         [20]byte
+	openFlags uint32 // the FOPEN flags the kernel was given
+	_         [16]byte
 }
 
 // handleSlots bounds the handles the kernel may hold at once. The memory
@@ -106,7 +109,7 @@ func (t *handleTable) open() []uint32 {
 
 // add records a handle this server opens and returns the number the kernel
 // gets for it.
-func (t *handleTable) add(ino, unique uint64, flags uint32, dir bool, bridgeFh uint64, backingID int32) (uint64, error) {
+func (t *handleTable) add(ino, unique uint64, flags uint32, dir bool, bridgeFh uint64, out *fuse.OpenOut) (uint64, error) {
 	t.mu.Lock()
 	var i uint32
 	if n := len(t.free); n > 0 {
@@ -120,7 +123,7 @@ func (t *handleTable) add(ino, unique uint64, flags uint32, dir bool, bridgeFh u
 	}
 	t.mu.Unlock()
 	s := &t.slots[i]
-	s.ino, s.unique, s.flags, s.backingID = ino, unique, flags, backingID
+	s.ino, s.unique, s.flags, s.backingID, s.openFlags = ino, unique, flags, out.BackingID, out.OpenFlags
 	s.dir = 0
 	if dir {
 		s.dir = 1

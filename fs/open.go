@@ -35,11 +35,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, 0, syscall.EINVAL
 	}
-	if writable(flags) && n.fs.store.Full() {
+	if writable(flags) && flags&reopening == 0 && n.fs.store.Full() {
 		return nil, 0, syscall.ENOSPC
 	}
 	cached := flags&reopenCached != 0
-	flags &^= reopenCached
+	flags &^= reopenCached | reopening
 	st := n.fs.acquire(n.ino())
 	uid, _ := caller(ctx)
 	h, fuseFlags, err := n.fs.open(st, &n.warm, flags, uid != 0, cached)

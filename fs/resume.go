@@ -40,7 +40,9 @@ func NewConnection(f *os.File, gen uint64) (*Connection, error) {
 func (c *Connection) InUse() []uint64 {
 	var inos []uint64
 	for _, i := range c.handles.open() {
-		inos = append(inos, c.handles.slots[i].ino)
+		if ino := c.handles.slots[i].ino; ino&viewInoBits == 0 {
+			inos = append(inos, ino)
+		}
 	}
 	return inos
 }
@@ -48,7 +50,10 @@ func (c *Connection) InUse() []uint64 {
 // Resumed is what a server did to take over a connection.
 type Resumed struct {
 	Reopened int // handles of earlier servers opened again
-	Lost     int // handles that could not be: their requests fail with EIO
+	// Lost counts the handles that could not be: their requests fail with
+	// EIO until the kernel releases them, and their inodes are neither
+	// sealed nor reaped until then.
+	Lost int
 }
 
 // Resume opens again, in this server, every file handle the kernel holds
@@ -60,7 +65,8 @@ func (c *Connection) Resume() Resumed {
 }
 
 // resumer is the RawFileSystem layer that lets a server serve a connection
-// other servers served before it (DESIGN.md, "The keeper"):
+// other servers served before it (DESIGN.md, "Nodes and handles across
+// servers"):
 //
 //   - every file handle the kernel is given is a slot of the handle table,
 //     and each request's handle is turned into go-fuse's handle for it;
@@ -74,18 +80,38 @@ func (c *Connection) Resume() Resumed {
 //     while passthrough handles are open on it.
 type resumer struct {
 	fuse.RawFileSystem
+	fs      *FS
 	table   *handleTable
 	resumed bool // earlier servers served the connection
 
 	server *fuse.Server
 
-	mu sync.Mutex
 	// grants counts, by node id, the lookups the node bridge granted in
 	// this server; resumed only.
-	grants map[uint64]uint64
+	grants [grantShards]grantShard
+	// reviveMu makes one node again at a time: a request on a node being
+	// made waits, and finds it whole (revive).
+	reviveMu sync.Mutex
+	// stripes order an open of an inode and the release of a handle on it,
+	// each with what it does with an earlier server's backing id; taken
+	// before openOrder's.
+	stripes [openStripes]sync.Mutex
+
+	mu sync.Mutex
 	// backing is, by inode, the backing id an earlier server gave the
 	// kernel, and how many handles the kernel holds with it.
 	backing map[uint64]*oldBacking
+	// pinned holds the open state of inodes the kernel has handles on that
+	// could not be opened again, by slot: none of them is sealed or reaped
+	// until the kernel releases the handle.
+	pinned map[uint32]*file
+}
+
+const grantShards = 64
+
+type grantShard struct {
+	mu sync.Mutex
+	n  map[uint64]uint64
 }
 
 type oldBacking struct {
@@ -95,9 +121,12 @@ type oldBacking struct {
 
 var _ = (fuse.RawFileSystem)((*resumer)(nil))
 
-func newResumer(inner fuse.RawFileSystem, c *Connection) *resumer {
-	r := &resumer{RawFileSystem: inner, table: c.handles, resumed: c.Generation > 1,
-		grants: map[uint64]uint64{}, backing: map[uint64]*oldBacking{}}
+func newResumer(inner fuse.RawFileSystem, f *FS, c *Connection) *resumer {
+	r := &resumer{RawFileSystem: inner, fs: f, table: c.handles, resumed: c.Generation > 1,
+		backing: map[uint64]*oldBacking{}, pinned: map[uint32]*file{}}
+	for i := range r.grants {
+		r.grants[i].n = map[uint64]uint64{}
+	}
 	c.layer = r
 	return r
 }
@@ -109,13 +138,19 @@ func (r *resumer) Init(s *fuse.Server) {
 
 // resent reports whether a request is one the kernel sent again to this
 // server after an earlier one read it and died (FUSE_NOTIFY_RESEND).
-func resent(h *fuse.InHeader) bool { return h.Unique&(1<<63) != 0 }
+func resent(h *fuse.InHeader) bool { return h.Unique&resentUnique != 0 }
 
-// reopenCached is an open flag of the resumer's own, which no open(2)
-// sets: the handle it opens again was given to the kernel without a backing
-// id, so the kernel serves it through its page cache, and the new one must
-// not ask for passthrough either (FS.open).
-const reopenCached = 1 << 31
+// Open flags of the resumer's own, which no open(2) sets, for the opens it
+// makes again at a takeover (FS.open):
+const (
+	// reopenCached: the kernel was given the handle without a backing id,
+	// so it serves it through its page cache, and the new one must not ask
+	// for passthrough either.
+	reopenCached = 1 << 31
+	// reopening: the kernel holds the handle already; the checks of a new
+	// open for writing (a full disk) do not apply.
+	reopening = 1 << 30
+)
 
 // serverCaller is the caller of the requests a server makes itself.
 var serverCaller = fuse.Caller{Owner: fuse.Owner{Uid: 0, Gid: 0}}
@@ -125,7 +160,16 @@ func (r *resumer) reopen() Resumed {
 	var res Resumed
 	for _, i := range r.table.open() {
 		s := &r.table.slots[i]
-		in := fuse.OpenIn{InHeader: fuse.InHeader{NodeId: s.ino, Caller: serverCaller}, Flags: s.flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC)}
+		if s.backingID != 0 {
+			b := r.backing[s.ino]
+			if b == nil {
+				b = &oldBacking{id: s.backingID}
+				r.backing[s.ino] = b
+			}
+			b.users++
+		}
+		in := fuse.OpenIn{InHeader: fuse.InHeader{NodeId: s.ino, Caller: serverCaller},
+			Flags: s.flags&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_TRUNC) | reopening}
 		if s.backingID == 0 {
 			in.Flags |= reopenCached
 		}
@@ -139,42 +183,45 @@ func (r *resumer) reopen() Resumed {
 			}
 		}
 		if !st.Ok() {
-			slog.Error("a file handle the kernel holds could not be opened again; its requests fail", "inode", s.ino, "flags", s.flags, "err", syscall.Errno(st))
+			slog.Error("a file handle the kernel holds could not be opened again; its requests fail until it is closed", "inode", s.ino, "flags", s.flags, "err", syscall.Errno(st))
 			s.bridgeFh.Store(0)
+			if s.dir == 0 && s.ino&viewInoBits == 0 {
+				r.pinned[i] = r.fs.pin(s.ino)
+			}
 			res.Lost++
 			continue
 		}
 		s.bridgeFh.Store(out.Fh)
-		if s.backingID != 0 {
-			b := r.backing[s.ino]
-			if b == nil {
-				b = &oldBacking{id: s.backingID}
-				r.backing[s.ino] = b
-			}
-			b.users++
-		}
 		res.Reopened++
 	}
 	return res
 }
+
+// viewInoBits are set in the number of every inode of the views, never in
+// one the index hands out.
+const viewInoBits = 1<<63 | 1<<62
+
+func (r *resumer) shard(id uint64) *grantShard { return &r.grants[id%grantShards] }
 
 // known reports whether the node bridge of this server knows node id.
 func (r *resumer) known(id uint64) bool {
 	if !r.resumed || id == fuse.FUSE_ROOT_ID {
 		return true
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.grants[id] > 0
+	sh := r.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.n[id] > 0
 }
 
 func (r *resumer) granted(id uint64) {
 	if !r.resumed || id == 0 {
 		return
 	}
-	r.mu.Lock()
-	r.grants[id]++
-	r.mu.Unlock()
+	sh := r.shard(id)
+	sh.mu.Lock()
+	sh.n[id]++
+	sh.mu.Unlock()
 }
 
 // node makes sure the node bridge knows node id.
@@ -187,8 +234,12 @@ func (r *resumer) node(id uint64) fuse.Status {
 
 // revive makes the node of id in the node bridge, and the nodes of its
 // parents up to one the bridge knows if it is a directory, so that its
-// path is whole: a directory's path says who owns what is made in it.
+// path is whole: a directory's path says who owns what is made in it. The
+// node counts as known only once its path is whole; if that fails, the
+// lookups made are given back and the request fails.
 func (r *resumer) revive(id uint64) fuse.Status {
+	r.reviveMu.Lock()
+	defer r.reviveMu.Unlock()
 	if r.known(id) {
 		return fuse.OK
 	}
@@ -196,19 +247,27 @@ func (r *resumer) revive(id uint64) fuse.Status {
 	if st := r.RawFileSystem.Lookup(nil, &fuse.InHeader{NodeId: id, Caller: serverCaller}, ".", &out); !st.Ok() {
 		return st
 	}
-	r.granted(id)
-	for child := id; out.Attr.Mode&syscall.S_IFMT == syscall.S_IFDIR && child != index.RootIno && child&(1<<63|1<<62) == 0; {
+	made := []uint64{id}
+	for child := id; out.Attr.Mode&syscall.S_IFMT == syscall.S_IFDIR && child != index.RootIno && child&viewInoBits == 0; {
 		var parent fuse.EntryOut
 		if st := r.RawFileSystem.Lookup(nil, &fuse.InHeader{NodeId: child, Caller: serverCaller}, "..", &parent); !st.Ok() {
 			slog.Error("the parent of a directory the kernel holds could not be found", "inode", child, "err", syscall.Errno(st))
+			for _, n := range made {
+				r.RawFileSystem.Forget(n, 1)
+			}
 			return fuse.EIO
 		}
-		wasKnown := r.known(parent.NodeId)
-		r.granted(parent.NodeId)
-		if wasKnown {
+		if r.known(parent.NodeId) {
+			// Linked to a parent whose path is whole; the lookup of it
+			// was this server's own, not the kernel's.
+			r.RawFileSystem.Forget(parent.NodeId, 1)
 			break
 		}
+		made = append(made, parent.NodeId)
 		child, out = parent.NodeId, parent
+	}
+	for _, n := range made {
+		r.granted(n)
 	}
 	return fuse.OK
 }
@@ -228,15 +287,16 @@ func (r *resumer) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, 
 // rest were granted by earlier servers.
 func (r *resumer) Forget(id, n uint64) {
 	if r.resumed && id != fuse.FUSE_ROOT_ID {
-		r.mu.Lock()
-		g := r.grants[id]
+		sh := r.shard(id)
+		sh.mu.Lock()
+		g := sh.n[id]
 		n = min(n, g)
 		if g -= n; g == 0 {
-			delete(r.grants, id)
+			delete(sh.n, id)
 		} else {
-			r.grants[id] = g
+			sh.n[id] = g
 		}
-		r.mu.Unlock()
+		sh.mu.Unlock()
 		if n == 0 {
 			return
 		}
@@ -289,7 +349,11 @@ func (r *resumer) handle(h *fuse.InHeader, fh *uint64) fuse.Status {
 	return fuse.OK
 }
 
+// stripe is the lock of inode id's opens and releases.
+func (r *resumer) stripe(id uint64) *sync.Mutex { return &r.stripes[id%openStripes] }
+
 // opened records a handle the bridge opened and gives the kernel its slot.
+// The caller holds the inode's stripe.
 func (r *resumer) opened(h *fuse.InHeader, flags uint32, dir bool, out *fuse.OpenOut) fuse.Status {
 	if r.resumed && out.BackingID != 0 {
 		r.mu.Lock()
@@ -301,7 +365,7 @@ func (r *resumer) opened(h *fuse.InHeader, flags uint32, dir bool, out *fuse.Ope
 		}
 		r.mu.Unlock()
 	}
-	fh, err := r.table.add(h.NodeId, h.Unique&^(1<<63), flags, dir, out.Fh, out.BackingID)
+	fh, err := r.table.add(h.NodeId, h.Unique&^resentUnique, flags, dir, out.Fh, out)
 	if err != nil {
 		slog.Error("cannot record a file handle", "inode", h.NodeId, "err", err)
 		r.release(nil, &fuse.ReleaseIn{InHeader: fuse.InHeader{NodeId: h.NodeId, Caller: serverCaller}, Fh: out.Fh}, out.BackingID, dir)
@@ -312,7 +376,8 @@ func (r *resumer) opened(h *fuse.InHeader, flags uint32, dir bool, out *fuse.Ope
 }
 
 // release ends the bridge's handle of in (its Fh is the bridge's), and
-// the kernel's use with it of an earlier server's backing id.
+// the kernel's use with it of an earlier server's backing id. The caller
+// holds the inode's stripe.
 func (r *resumer) release(cancel <-chan struct{}, in *fuse.ReleaseIn, backingID int32, dir bool) {
 	if in.Fh != 0 {
 		if dir {
@@ -327,14 +392,13 @@ func (r *resumer) release(cancel <-chan struct{}, in *fuse.ReleaseIn, backingID 
 	id := in.NodeId
 	r.mu.Lock()
 	b := r.backing[id]
-	mine := b != nil && b.id == backingID
-	if mine {
+	last := false
+	if b != nil && b.id == backingID {
 		b.users--
-		if b.users == 0 {
+		if last = b.users == 0; last {
 			delete(r.backing, id)
 		}
 	}
-	last := mine && b.users == 0
 	r.mu.Unlock()
 	if last && r.server != nil {
 		if e := r.server.UnregisterBackingFd(backingID); e != 0 {
@@ -349,7 +413,7 @@ func (r *resumer) reopened(h *fuse.InHeader) (uint64, *handleSlot) {
 	if !resent(h) {
 		return 0, nil
 	}
-	unique := h.Unique &^ (1 << 63)
+	unique := h.Unique &^ resentUnique
 	for _, i := range r.table.open() {
 		if s := &r.table.slots[i]; s.unique == unique {
 			return s.gen.Load()<<32 | uint64(i), s
@@ -358,36 +422,45 @@ func (r *resumer) reopened(h *fuse.InHeader) (uint64, *handleSlot) {
 	return 0, nil
 }
 
-// answerOpen answers an open from the handle of slot s, numbered fh.
-func answerOpen(fh uint64, s *handleSlot, out *fuse.OpenOut) {
-	out.Fh, out.BackingID = fh, s.backingID
-	if s.backingID != 0 {
-		out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
+// answerOpen answers an open from the handle of slot s, numbered fh, as
+// it was answered when it was made.
+func answerOpen(fh uint64, s *handleSlot, out *fuse.OpenOut) fuse.Status {
+	if s.bridgeFh.Load() == 0 {
+		return fuse.EIO // could not be opened again
 	}
+	out.Fh, out.BackingID, out.OpenFlags = fh, s.backingID, s.openFlags
+	return fuse.OK
 }
 
 func (r *resumer) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	return r.open(cancel, in, out, false)
+}
+
+func (r *resumer) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	return r.open(cancel, in, out, true)
+}
+
+func (r *resumer) open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut, dir bool) fuse.Status {
 	if st := r.node(in.NodeId); !st.Ok() {
 		return st
 	}
 	if fh, s := r.reopened(&in.InHeader); s != nil && s.ino == in.NodeId {
-		answerOpen(fh, s, out)
-		return fuse.OK
+		return answerOpen(fh, s, out)
 	}
-	if st := r.RawFileSystem.Open(cancel, in, out); !st.Ok() {
+	in.Flags &^= reopenCached | reopening // never the kernel's
+	mu := r.stripe(in.NodeId)
+	mu.Lock()
+	defer mu.Unlock()
+	var st fuse.Status
+	if dir {
+		st = r.RawFileSystem.OpenDir(cancel, in, out)
+	} else {
+		st = r.RawFileSystem.Open(cancel, in, out)
+	}
+	if !st.Ok() {
 		return st
 	}
-	return r.opened(&in.InHeader, in.Flags, false, out)
-}
-
-func (r *resumer) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	if st := r.node(in.NodeId); !st.Ok() {
-		return st
-	}
-	if st := r.RawFileSystem.OpenDir(cancel, in, out); !st.Ok() {
-		return st
-	}
-	return r.opened(&in.InHeader, in.Flags, true, out)
+	return r.opened(&in.InHeader, in.Flags, dir, out)
 }
 
 func (r *resumer) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
@@ -400,8 +473,7 @@ func (r *resumer) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string,
 		if st := r.Lookup(cancel, &in.InHeader, name, &out.EntryOut); !st.Ok() {
 			return st
 		}
-		answerOpen(fh, s, &out.OpenOut)
-		return fuse.OK
+		return answerOpen(fh, s, &out.OpenOut)
 	}
 	st := r.RawFileSystem.Create(cancel, in, name, out)
 	if !st.Ok() {
@@ -409,7 +481,23 @@ func (r *resumer) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string,
 	}
 	r.granted(out.NodeId)
 	h := in.InHeader
-	h.NodeId = out.NodeId // the handle is on the new file
+	h.NodeId = out.NodeId // the handle is on the new file, which no earlier server knew
+	return r.opened(&h, in.Flags, false, &out.OpenOut)
+}
+
+// Tmpfile makes a nameless file and opens it: its handle is recorded as a
+// create's.
+func (r *resumer) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	if st := r.node(in.NodeId); !st.Ok() {
+		return st
+	}
+	st := r.RawFileSystem.Tmpfile(cancel, in, out)
+	if !st.Ok() {
+		return st
+	}
+	r.granted(out.NodeId)
+	h := in.InHeader
+	h.NodeId = out.NodeId
 	return r.opened(&h, in.Flags, false, &out.OpenOut)
 }
 
@@ -427,12 +515,24 @@ func (r *resumer) releaseSlot(cancel <-chan struct{}, in *fuse.ReleaseIn, dir bo
 		slog.Warn("the kernel released a file handle no server gave it", "inode", in.NodeId, "fh", in.Fh)
 		return
 	}
+	mu := r.stripe(in.NodeId)
+	mu.Lock()
+	defer mu.Unlock()
 	backingID := s.backingID
 	in.Fh = s.bridgeFh.Load()
-	if st := r.node(in.NodeId); !st.Ok() {
-		in.Fh = 0
+	if in.Fh != 0 {
+		if st := r.node(in.NodeId); !st.Ok() {
+			in.Fh = 0
+		}
 	}
 	r.release(cancel, in, backingID, dir)
+	r.mu.Lock()
+	pin := r.pinned[i]
+	delete(r.pinned, i)
+	r.mu.Unlock()
+	if pin != nil {
+		r.fs.unpin(pin)
+	}
 	r.table.remove(i)
 }
 

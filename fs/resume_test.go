@@ -1,8 +1,11 @@
 package fs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -236,4 +239,99 @@ func TestTakeoverKeepsACachedHandleCached(t *testing.T) {
 		t.Fatal("the handle the kernel serves through its page cache was opened again for passthrough: the kernel would refuse every passthrough open of the inode")
 	}
 	k.release(f.node, fh)
+}
+
+func TestTakeoverGoesOnWithAListing(t *testing.T) {
+	var fh, off uint64
+	var before []string
+	k := takeover(t, func(k *kernel) {
+		for i := range 10 {
+			k.writeFile(rootNode, fmt.Sprintf("f%02d", i), []byte("x"))
+		}
+		var open fuse.OpenOut
+		if st := k.raw.OpenDir(nil, &fuse.OpenIn{InHeader: root.header(rootNode)}, &open); st != fuse.OK {
+			t.Fatalf("opendir: %v", st)
+		}
+		fh = open.Fh
+		before, off = readDirAt(t, k, fh, 0)
+	})
+	after, _ := readDirAt(t, k, fh, off)
+	if len(before) == 0 || len(after) == 0 || slices.Contains(before, after[0]) {
+		t.Fatalf("the listing before the takeover gave %v, after it %v: the kernel would list names twice", before, after)
+	}
+	k.raw.ReleaseDir(&fuse.ReleaseIn{InHeader: root.header(rootNode), Fh: fh})
+}
+
+// readDirAt reads one small batch of the root's listing from offset off
+// through handle fh, and returns its names and the offset after them.
+func readDirAt(t *testing.T, k *kernel, fh, off uint64) ([]string, uint64) {
+	t.Helper()
+	list := fuse.NewDirEntryList(make([]byte, 200), off)
+	if st := k.raw.ReadDir(nil, &fuse.ReadIn{InHeader: root.header(rootNode), Fh: fh, Offset: off, Size: 200}, list); st != fuse.OK {
+		t.Fatalf("readdir at %d: %v", off, st)
+	}
+	es, err := fuse.ParseDirEntries(list.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names, off = append(names, e.Name), e.Off
+	}
+	return names, off
+}
+
+func TestTakeoverRevivesOneDirectoryAtOnce(t *testing.T) {
+	for range 20 {
+		var d entry
+		k := takeover(t, func(k *kernel) { d = k.mkdirAll("a/b/c/d/e/f/g") })
+		// Requests on a node id the new server never gave out, at once:
+		// none may go on before its path is whole.
+		var wg sync.WaitGroup
+		paths := make([]string, 4)
+		for i := range paths {
+			wg.Go(func() {
+				e, errno := k.mkdir(root, d.node, fmt.Sprint("n", i), 0o755)
+				if errno == 0 {
+					if n := k.fs.knownNode(e.node); n != nil {
+						paths[i] = n.Path(nil)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for i, p := range paths {
+			if want := fmt.Sprint("a/b/c/d/e/f/g/n", i); p != want {
+				t.Fatalf("a directory made in a revived one has the path %q, not %q: its owner is judged by it", p, want)
+			}
+		}
+		k.close()
+	}
+}
+
+func TestTakeoverLeavesNoLookupOfItsOwn(t *testing.T) {
+	var a entry
+	var subs []entry
+	k := takeover(t, func(k *kernel) {
+		a = k.mkdirAll("a")
+		for _, n := range []string{"b", "c", "d"} {
+			e, errno := k.mkdir(root, a.node, n, 0o755)
+			if errno != 0 {
+				t.Fatal(errno)
+			}
+			subs = append(subs, e)
+		}
+	})
+	for _, e := range subs {
+		if _, errno := k.getattr(e.node); errno != 0 {
+			t.Fatalf("getattr of a directory of the first server: %v", errno)
+		}
+	}
+	// The kernel drops them all, each FORGET with what it holds.
+	for _, e := range append(subs, a) {
+		k.forget(e.node, 1)
+	}
+	if k.fs.knownNode(a.node) != nil {
+		t.Fatal("the parent's node outlives the kernel's FORGET: the lookups made to revive its children stay")
+	}
 }

@@ -32,7 +32,7 @@ func NodeFS(root gofs.InodeEmbedder, opts *gofs.Options, c *Connection) fuse.Raw
 		raw = &replies{RawFileSystem: raw, fs: n.fs}
 	}
 	if c != nil {
-		raw = newResumer(raw, c)
+		raw = newResumer(raw, root.(*node).fs, c)
 	}
 	return raw
 }
