@@ -52,6 +52,9 @@ type Metrics struct {
 	scrubDamaged     prometheus.Gauge // what the last complete pass found
 	scrubQuarantined prometheus.Counter
 	scrubProgress    prometheus.Gauge // share read of the pass under way
+
+	serverRestarts prometheus.Counter // servers of the connection that died before this one
+	serverResume   prometheus.Gauge   // how long the connection went unserved before this server
 }
 
 // representations are the values of the as label, every one reported from
@@ -149,9 +152,11 @@ func New(s *store.Store) *Metrics {
 		m.scrubRuns.WithLabelValues(result)
 	}
 	m.gcRuns.WithLabelValues("unanswered")
+	m.serverRestarts, m.serverResume = newServerMetrics()
 	m.Registry.MustRegister(m.ops, m.readBytes, m.writtenBytes, m.sealDuration, m.seals, m.sealedBytes,
 		m.gcRuns, m.gcFreed, m.gcCollected, m.gcInterval, m.gcComplete,
 		m.scrubBytes, m.scrubRuns, m.scrubComplete, m.scrubDamaged, m.scrubQuarantined, m.scrubProgress,
+		m.serverRestarts, m.serverResume,
 		newStoreCollector(s, storeScanInterval, scanCostFactor),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

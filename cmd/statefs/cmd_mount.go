@@ -10,6 +10,7 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -19,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/moby/sys/mountinfo"
 	"github.com/urfave/cli/v2"
@@ -27,6 +27,7 @@ import (
 
 	"github.com/statefs/statefs/control"
 	"github.com/statefs/statefs/fs"
+	"github.com/statefs/statefs/keeper"
 	"github.com/statefs/statefs/metrics"
 	"github.com/statefs/statefs/store"
 )
@@ -44,6 +45,7 @@ func mountCommand() *cli.Command {
 			&cli.StringFlag{Name: "seal-as", Value: "auto", Usage: "how a seal keeps a file of more than 32 KiB: `auto` (chunks if a sample of it compresses, else the file itself as an object), chunks (deduplicated and compressed, every read through the daemon) or object (read by the kernel through passthrough)"},
 			&cli.BoolFlag{Name: "passthrough", Value: true, Usage: "let the kernel read and write open files directly (FUSE passthrough)"},
 			&cli.IntFlag{Name: "sealers", Value: 1, Usage: "files sealed at once"},
+			&cli.BoolFlag{Name: "keeper", Value: true, Usage: "mount and hold the FUSE connection in this process, the keeper, and serve it from a child process that the keeper replaces at once when it dies, so that clients see a stall instead of errors (needs root); false: serve in this one process"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 			&cli.StringFlag{Name: "pprof", Usage: "serve Go's profiler (net/http/pprof) on `ADDR`, e.g. localhost:6060"},
 			&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics on /metrics and health probes on /healthz (liveness) and /readyz (readiness) at `ADDR`, e.g. :9810"},
@@ -166,14 +168,57 @@ func runMount(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkMountpoint(mnt); err != nil {
+	session, err := keeper.Inherited()
+	if err != nil {
 		return err
 	}
+	if session == nil { // the process the user ran: its keeper owns the mountpoint
+		if err := checkMountpoint(mnt); err != nil {
+			return err
+		}
+		if c.Bool("keeper") {
+			return runKeeper(c.Context, mnt, opts)
+		}
+	}
+	return serve(c, mnt, opts, session)
+}
+
+// runKeeper mounts mnt and serves it with servers that are this binary,
+// run again with the same arguments, one after another (package keeper).
+func runKeeper(ctx context.Context, mnt string, opts mountOptions) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := keeper.Run(ctx, keeper.Config{
+		Mountpoint: mnt,
+		Options:    &fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug).MountOptions,
+		Server: func() *exec.Cmd {
+			cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+			return cmd
+		},
+	})
+	if errors.Is(err, keeper.ErrNotRoot) {
+		return fmt.Errorf("%w: run statefs mount as root, or pass --keeper=false to serve in one process", err)
+	}
+	return err
+}
+
+// serve serves the store on mnt until SIGTERM or SIGINT, or the mount's
+// end: on a connection this process mounts (session nil), or on the one
+// its keeper holds.
+func serve(c *cli.Context, mnt string, opts mountOptions, session *keeper.Session) error {
 	// Catch SIGTERM and SIGINT from here on: one that comes while mounting
 	// unmounts as soon as the mount exists, instead of killing the process
-	// and leaving a dead mount behind.
+	// and leaving a dead mount behind. A server under a keeper leaves
+	// SIGINT to the keeper, and SIGTERM makes it leave the connection to
+	// the next server.
 	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	if session != nil {
+		signal.Ignore(syscall.SIGINT)
+		signal.Notify(signals, syscall.SIGTERM)
+	} else {
+		signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	}
 	defer signal.Stop(signals)
 	// Without a limit the heap grows to twice what is live before a
 	// collection, and badger's flushes and compactions make what is live
@@ -197,6 +242,7 @@ func runMount(c *cli.Context) error {
 	}
 	var metricsLn net.Listener // taken now, so a bad address changes nothing
 	if opts.MetricsAddr != "" {
+		var err error
 		if metricsLn, err = net.Listen("tcp", opts.MetricsAddr); err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
@@ -222,7 +268,8 @@ func runMount(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	server, served, err := mountFS(mnt, root, fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug), m)
+	mountOpts := fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug)
+	server, served, err := serveFUSE(mnt, m.FUSE(fs.NodeFS(root, mountOpts, nil)), &mountOpts.MountOptions, session)
 	if err != nil {
 		fsys.Shutdown()
 		return fmt.Errorf("mounting %s: %w", mnt, err)
@@ -234,8 +281,10 @@ func runMount(c *cli.Context) error {
 	}
 	ctl := &control.Server{Store: s, FS: fsys, Mountpoint: mnt, Collected: m.Collected, Scrubbed: m.Scrubbed, Scrubbing: m.Scrubbing}
 	if err := ctl.Listen(); err != nil {
-		server.Unmount()
-		<-served
+		if session == nil {
+			server.Unmount()
+			<-served
+		}
 		fsys.Shutdown()
 		return err
 	}
@@ -263,26 +312,63 @@ func runMount(c *cli.Context) error {
 		defer stop()
 		go ctl.ScrubEvery(ctx, opts.ScrubInterval, opts.ScrubRate)
 	}
+	if session != nil {
+		if err := session.Serving(server); err != nil {
+			return err
+		}
+		if session.Resuming() {
+			downFor := time.Since(session.DownSince())
+			m.SetServer(session.Restarts(), downFor)
+			slog.Info("resumed the FUSE connection", "generation", session.Generation(), "restarts", session.Restarts(),
+				"down_for", downFor, "resend", string(session.Resent()))
+		}
+	}
 	slog.Info("serving", "version", version, "store", s.Dir, "mountpoint", mnt, "pending_seals", len(unsealed),
 		"scrub_interval", opts.ScrubInterval, "scrub_rate", opts.ScrubRate, "verify_reads", opts.FS.VerifyReads, "seal_as", cmp.Or(string(opts.SealAs), "auto"))
 
 	select {
-	case <-served: // unmounted from outside (umount)
+	case <-served: // unmounted from outside (umount), or by the keeper
 	case sig := <-signals:
+		if session != nil {
+			restartOnRequest(fsys, ctl)
+		}
 		slog.Info("unmounting", "signal", sig.String())
-		stop(server, mnt, served)
+		var st unix.Stat_t
+		if err := unix.Stat(mnt, &st); err != nil {
+			st.Dev = 0
+		}
+		keeper.Stop(mnt, st.Dev, server.Unmount, served)
 	}
 	fsys.Shutdown()
 	slog.Info("unmounted", "mountpoint", mnt)
 	return nil
 }
 
-// mountFS is gofs.Mount with the kernel's requests counted and timed by m
-// (nil: not). served is closed once the server has stopped serving and its
-// unmount callbacks, which read the index, have returned: only then may
-// the store close (server.Wait returns before those callbacks).
-func mountFS(mnt string, root gofs.InodeEmbedder, opts *gofs.Options, m *metrics.Metrics) (server *fuse.Server, served <-chan struct{}, err error) {
-	server, err = fuse.NewServer(m.FUSE(fs.NodeFS(root, opts, nil)), mnt, &opts.MountOptions)
+// restartOnRequest ends a server under a keeper on SIGTERM without
+// unmounting: the keeper starts the next server on the connection. The
+// seals under way finish and the control socket closes; the store stays
+// open until the process exits, since go-fuse answers requests until
+// then, and the next server opens it as after a crash (DESIGN invariants
+// 1 and 2): what the kernel sent this one and it did not answer, the
+// kernel sends the next.
+func restartOnRequest(fsys *fs.FS, ctl *control.Server) {
+	slog.Info("leaving the FUSE connection to the next server (SIGTERM to the server; the keeper starts the next)")
+	fsys.Shutdown()
+	ctl.Close()
+	os.Exit(0)
+}
+
+// serveFUSE serves raw on mnt, which go-fuse mounts (session nil), or on
+// the connection session inherited from its keeper, counted and timed by
+// m (nil: not). served is closed once the server has stopped serving and
+// its unmount callbacks, which read the index, have returned: only then
+// may the store close (server.Wait returns before those callbacks).
+func serveFUSE(mnt string, raw fuse.RawFileSystem, opts *fuse.MountOptions, session *keeper.Session) (server *fuse.Server, served <-chan struct{}, err error) {
+	if session != nil {
+		server, err = session.NewServer(raw, opts)
+	} else {
+		server, err = fuse.NewServer(raw, mnt, opts)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -291,57 +377,12 @@ func mountFS(mnt string, root gofs.InodeEmbedder, opts *gofs.Options, m *metrics
 		server.Serve()
 		close(done)
 	}()
-	if err := server.WaitMount(); err != nil {
-		return nil, nil, err
+	if session == nil {
+		if err := server.WaitMount(); err != nil {
+			return nil, nil, err
+		}
 	}
 	return server, done, nil
-}
-
-// stopGrace is how long a mount that is still in use (open files, binds of
-// it) is served after SIGTERM.
-const stopGrace = 5 * time.Second
-
-// stop unmounts mnt and returns once server no longer serves it (served is
-// closed), or after stopGrace: a busy mount (open files) is detached, and
-// binds of the mount (CSI volumes) keep it served after the unmount, which
-// would keep the daemon alive for ever. Then the connection is ended; the
-// binds go stale (ENOTCONN) until the next daemon mounts and the CSI plugin
-// binds them again.
-func stop(server *fuse.Server, mnt string, served <-chan struct{}) {
-	var st unix.Stat_t
-	statErr := unix.Stat(mnt, &st)
-	unmounted := make(chan error, 1)
-	go func() { unmounted <- server.Unmount() }()
-	grace := time.After(stopGrace)
-	for {
-		select {
-		case <-served:
-			return
-		case err := <-unmounted:
-			unmounted = nil
-			if err != nil {
-				slog.Warn("the mount is busy; detaching it", "err", err)
-				if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
-					slog.Error("detaching the mount failed", "err", err)
-				}
-			}
-			continue
-		case <-grace:
-		}
-		break
-	}
-	slog.Warn("the mount is still in use (open files or binds of it); ending its connection", "after", stopGrace)
-	if statErr == nil {
-		// fusectl names a connection's directory by its device number.
-		abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", st.Dev)
-		if err := os.WriteFile(abort, []byte("1"), 0); err != nil {
-			slog.Warn("could not end the FUSE connection; the daemon's exit ends it", "err", err)
-		}
-	}
-	select {
-	case <-served:
-	case <-time.After(time.Second):
-	}
 }
 
 // checkMountpoint refuses a mountpoint that is missing, not a directory,

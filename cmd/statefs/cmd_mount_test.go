@@ -31,7 +31,8 @@ func (n *slowForget) OnForget() {
 func TestServedAfterUnmountCallbacks(t *testing.T) {
 	testenv.RequireFUSE(t)
 	root := &slowForget{}
-	server, served, err := mountFS(t.TempDir(), root, fs.MountOptions(false, fs.DefaultCacheTimeout, false), nil)
+	opts := fs.MountOptions(false, fs.DefaultCacheTimeout, false)
+	server, served, err := serveFUSE(t.TempDir(), fs.NodeFS(root, opts, nil), &opts.MountOptions, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/statefs/statefs/keeper"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -16,6 +18,11 @@ var version = "dev"
 
 func main() {
 	if err := newApp().Run(os.Args); err != nil {
+		// A keeper's first server that failed said why in its own line.
+		var failed *keeper.ServerFailed
+		if errors.As(err, &failed) && failed.State.Exited() {
+			os.Exit(failed.State.ExitCode())
+		}
 		fmt.Fprintln(os.Stderr, "statefs:", oneLine(err))
 		os.Exit(1)
 	}
