@@ -183,11 +183,15 @@ func (k *keeper) died(t time.Time) bool {
 func (k *keeper) stop(s *server) error {
 	slog.Info("unmounting", "mountpoint", k.conn.mountpoint)
 	Stop(k.conn.mountpoint, k.conn.dev, k.conn.unmountOnce, k.conn.endedChan(s.exited))
+	killed := false
 	if !k.conn.ended() {
 		// fusectl could not end it, and the server holds the fd as well.
-		s.cmd.Process.Kill()
+		killed = s.cmd.Process.Kill() == nil
 	}
 	<-s.exited
+	if !killed && !s.cmd.ProcessState.Success() {
+		return fmt.Errorf("the server ended with %s as the mount stopped", s.cmd.ProcessState)
+	}
 	return nil
 }
 

@@ -95,15 +95,22 @@ type crashCase struct {
 
 // mount starts an unarmed daemon on a fresh store.
 func (c *crashCase) mount(args ...string) *Mount {
-	c.m = mountFS(c.t, args...)
+	c.m = mountFS(c.t, withoutKeeper(args)...)
 	return c.m
+}
+
+// withoutKeeper are args for a daemon of one process: a crash point kills
+// the server, and these tests look at the store as the crash left it,
+// which a keeper's next server would recover at once.
+func withoutKeeper(args []string) []string {
+	return append([]string{"--keeper=false"}, args...)
 }
 
 // arm restarts the daemon cleanly with args and the crash point armed.
 func (c *crashCase) arm(args ...string) {
 	c.t.Helper()
 	c.m.Unmount()
-	c.m.Args, c.m.Env = args, []string{crashpoint.EnvVar + "=" + c.point}
+	c.m.Args, c.m.Env = withoutKeeper(args), []string{crashpoint.EnvVar + "=" + c.point}
 	c.m.Start()
 }
 
@@ -156,7 +163,7 @@ func (c *crashCase) fsckLeftovers(leftovers ...string) {
 // remount starts the daemon again, unarmed, with args.
 func (c *crashCase) remount(args ...string) {
 	c.t.Helper()
-	c.m.Args, c.m.Env = args, nil
+	c.m.Args, c.m.Env = withoutKeeper(args), nil
 	c.m.Start()
 }
 
@@ -343,7 +350,7 @@ func recoverCrash(c *crashCase) {
 	f.Close()
 
 	// The armed daemon dies in store.Open, before it mounts.
-	m.Args, m.Env = []string{"--seal-delay", "1h"}, []string{crashpoint.EnvVar + "=" + c.point}
+	m.Args, m.Env = withoutKeeper([]string{"--seal-delay", "1h"}), []string{crashpoint.EnvVar + "=" + c.point}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, m.mountArgs()...)

@@ -21,9 +21,7 @@ func TestMountOverDeadMount(t *testing.T) {
 	if _, err := os.Stat(m.Dir); err != nil { // the kernel caches the root's attributes
 		t.Fatal(err)
 	}
-	m.cmd.Process.Kill()
-	<-m.done
-	m.cmd = nil
+	m.kill()
 	var st unix.Statfs_t
 	if err := unix.Statfs(m.Dir, &st); !errors.Is(err, syscall.ENOTCONN) {
 		t.Fatalf("statfs of the dead mount: %v, want ENOTCONN", err)

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -226,12 +227,63 @@ func (m *Mount) Kill() {
 	if m.cmd == nil {
 		return
 	}
-	m.cmd.Process.Kill()
-	<-m.done
-	m.cmd = nil
+	m.kill()
 	if err := syscall.Unmount(m.Dir, syscall.MNT_DETACH); err != nil && isMounted(m.Dir) {
 		m.t.Fatalf("detaching the dead mount: %v", err)
 	}
+}
+
+// kill SIGKILLs the whole daemon: its keeper, and the server, which dies
+// with it; it returns once both are gone, the connection with them.
+func (m *Mount) kill() {
+	m.t.Helper()
+	server, hasServer := childOf(m.cmd.Process.Pid)
+	m.cmd.Process.Kill()
+	<-m.done
+	m.cmd = nil
+	for deadline := time.Now().Add(10 * time.Second); hasServer && alive(server); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			m.t.Fatalf("the server %d still runs 10s after its keeper was killed", server)
+		}
+	}
+}
+
+// ServerPID is the pid of the daemon's server, the child of the process
+// the test started (its keeper); it fails the test if there is none
+// within 10 s.
+func (m *Mount) ServerPID() int {
+	m.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if pid, ok := childOf(m.cmd.Process.Pid); ok {
+			return pid
+		}
+	}
+	m.t.Fatalf("statefs mount (pid %d) has no server process\n%s", m.cmd.Process.Pid, m.log)
+	return 0
+}
+
+// childOf finds a live child of parent in /proc (status, not stat, which
+// waits for a process's memory map, as a process stuck on a mount holds it).
+func childOf(parent int) (int, bool) {
+	entries, _ := os.ReadDir("/proc")
+	ppid := fmt.Sprintf("PPid:\t%d\n", parent)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err == nil && strings.Contains(string(status), ppid) && !strings.Contains(string(status), "State:\tZ") {
+			return pid, true
+		}
+	}
+	return 0, false
+}
+
+// alive reports whether pid runs (a zombie has closed its files).
+func alive(pid int) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return err == nil && !strings.Contains(string(status), "State:\tZ")
 }
 
 // Restart stops the daemon cleanly and mounts the same store again.
@@ -263,8 +315,13 @@ func guardStall(t testing.TB, m *Mount, limit time.Duration, what string) (stop 
 	t.Helper()
 	p := m.cmd.Process
 	timer := time.AfterFunc(limit, func() {
-		t.Errorf("%s: still running after %v: the filesystem is stuck; sent SIGQUIT to the daemon (pid %d) for a goroutine dump", what, limit, p.Pid)
-		p.Signal(syscall.SIGQUIT)
+		// The server serves; its keeper, when there is one, only waits.
+		quit := p.Pid
+		if server, ok := childOf(p.Pid); ok {
+			quit = server
+		}
+		t.Errorf("%s: still running after %v: the filesystem is stuck; sent SIGQUIT to the daemon (pid %d) for a goroutine dump", what, limit, quit)
+		syscall.Kill(quit, syscall.SIGQUIT)
 		time.Sleep(5 * time.Second)
 		p.Kill()
 	})
