@@ -570,6 +570,11 @@ process_start_time_seconds{job="statefs",instance="a"} 0x30 1800x44
 statefs_gc_interval_seconds{job="statefs",instance="a"} 0x74
 process_start_time_seconds{job="other",instance="b"} 0x20 1200x10 1800x10 2400x10 3000x20`},
 
+	{"StatefsServerCrashLoop", "a server replaced every two minutes", 30 * time.Minute, true, `
+statefs_server_restarts_total{job="statefs",instance="a"} 0x10 0+0.5x20`},
+	{"StatefsServerCrashLoop", "three servers replaced in an hour", 60 * time.Minute, false, `
+statefs_server_restarts_total{job="statefs",instance="a"} 0x15 1x15 2x15 3x15`},
+
 	{"StatefsOrphansPilingUp", "a fifth of the disk orphaned for seven hours", 7 * time.Hour, true, `
 statefs_disk_size_bytes{job="statefs",instance="a"} 100000000000x420
 statefs_orphan_bytes{job="statefs",instance="a"} 20000000000x420`},

@@ -235,7 +235,7 @@ func TestKilledServersAreTakenOver(t *testing.T) {
 	const kills = 4 // a crash loop is 5 deaths
 	for i := range kills {
 		pid := serverPID(t)
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // it has told the keeper it serves
 		before := requests.Load()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -271,6 +271,7 @@ func TestCrashLoopEndsTheMount(t *testing.T) {
 	r := startKeeper(t, modeVar+"="+failLater)
 	f := filepath.Join(r.mnt, "f")
 	waitFor(t, 10*time.Second, "the first server to serve", func() bool { _, err := os.Stat(f); return err == nil })
+	time.Sleep(200 * time.Millisecond) // it has told the keeper it serves: its death is not a failed start
 	if err := syscall.Kill(serverPID(t), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,12 @@
 //	                      counts them: a crash mid-collection)
 //	gc-before-job-delete  gc: every tree of a gone job removed, its record not deleted
 //
+// Under a keeper (package keeper), the variables arm the connection's first
+// server only: the keeper takes them from every later server's
+// environment, so that a test sees one crash and the takeover after it.
+// Tests that look at the store as a crash left it run the daemon without a
+// keeper (--keeper=false), whose death is the end of the mount.
+//
 // badger flushes memtables and compacts in goroutines of its own, which no
 // point reaches: only the crash campaign (test/campaign_test.go), which
 // writes enough for the index to flush and compact, kills the daemon at
