@@ -341,7 +341,7 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(d); !ok(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, d)
+			t.Fatalf("waited %v for %s in vain", d, what)
 		}
 	}
 }
