@@ -183,6 +183,10 @@ func runMount(c *cli.Context) error {
 	return serve(c, mnt, opts, session)
 }
 
+// handlesFile names the keeper's memfd that holds the kernel's file
+// handles for every server (fs.NewConnection).
+const handlesFile = "handles"
+
 // runKeeper mounts mnt and serves it with servers that are this binary,
 // run again with the same arguments, one after another (package keeper).
 func runKeeper(ctx context.Context, mnt string, opts mountOptions) error {
@@ -191,6 +195,7 @@ func runKeeper(ctx context.Context, mnt string, opts mountOptions) error {
 	err := keeper.Run(ctx, keeper.Config{
 		Mountpoint: mnt,
 		Options:    &fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug).MountOptions,
+		Files:      []string{handlesFile},
 		Server: func() *exec.Cmd {
 			cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -248,7 +253,16 @@ func serve(c *cli.Context, mnt string, opts mountOptions, session *keeper.Sessio
 		}
 		defer metricsLn.Close()
 	}
-	s, unsealed, err := store.Open(opts.Store)
+	var conn *fs.Connection // under a keeper: the kernel's file handles, which every server shares
+	var inUse []uint64
+	if session != nil {
+		var err error
+		if conn, err = fs.NewConnection(session.File(handlesFile), session.Generation()); err != nil {
+			return err
+		}
+		inUse = conn.InUse()
+	}
+	s, unsealed, err := store.OpenKeeping(opts.Store, inUse)
 	if err != nil {
 		return err
 	}
@@ -264,12 +278,13 @@ func serve(c *cli.Context, mnt string, opts mountOptions, session *keeper.Sessio
 	fsOpts := opts.FS
 	fsOpts.OnSeal = m.OnSeal
 	fsOpts.Version = version
+	fsOpts.Resuming = session != nil && session.Resuming()
 	fsys, root, err := fs.New(s, fsOpts, unsealed)
 	if err != nil {
 		return err
 	}
 	mountOpts := fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug)
-	server, served, err := serveFUSE(mnt, m.FUSE(fs.NodeFS(root, mountOpts, nil)), &mountOpts.MountOptions, session)
+	server, served, resumed, err := serveFUSE(mnt, m.FUSE(fs.NodeFS(root, mountOpts, conn)), &mountOpts.MountOptions, session, conn)
 	if err != nil {
 		fsys.Shutdown()
 		return fmt.Errorf("mounting %s: %w", mnt, err)
@@ -320,7 +335,7 @@ func serve(c *cli.Context, mnt string, opts mountOptions, session *keeper.Sessio
 			downFor := time.Since(session.DownSince())
 			m.SetServer(session.Restarts(), downFor)
 			slog.Info("resumed the FUSE connection", "generation", session.Generation(), "restarts", session.Restarts(),
-				"down_for", downFor, "resend", string(session.Resent()))
+				"down_for", downFor, "resend", string(session.Resent()), "reopened", resumed.Reopened, "lost", resumed.Lost)
 		}
 	}
 	slog.Info("serving", "version", version, "store", s.Dir, "mountpoint", mnt, "pending_seals", len(unsealed),
@@ -359,18 +374,23 @@ func restartOnRequest(fsys *fs.FS, ctl *control.Server) {
 }
 
 // serveFUSE serves raw on mnt, which go-fuse mounts (session nil), or on
-// the connection session inherited from its keeper, counted and timed by
-// m (nil: not). served is closed once the server has stopped serving and
-// its unmount callbacks, which read the index, have returned: only then
-// may the store close (server.Wait returns before those callbacks).
-func serveFUSE(mnt string, raw fuse.RawFileSystem, opts *fuse.MountOptions, session *keeper.Session) (server *fuse.Server, served <-chan struct{}, err error) {
+// the connection session inherited from its keeper, whose file handles
+// conn holds: a server that resumes the connection opens again those of
+// earlier servers before it serves (resumed). served is closed once the
+// server has stopped serving and its unmount callbacks, which read the
+// index, have returned: only then may the store close (server.Wait returns
+// before those callbacks).
+func serveFUSE(mnt string, raw fuse.RawFileSystem, opts *fuse.MountOptions, session *keeper.Session, conn *fs.Connection) (server *fuse.Server, served <-chan struct{}, resumed fs.Resumed, err error) {
 	if session != nil {
 		server, err = session.NewServer(raw, opts)
 	} else {
 		server, err = fuse.NewServer(raw, mnt, opts)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, resumed, err
+	}
+	if session != nil && session.Resuming() {
+		resumed = conn.Resume()
 	}
 	done := make(chan struct{})
 	go func() {
@@ -379,10 +399,10 @@ func serveFUSE(mnt string, raw fuse.RawFileSystem, opts *fuse.MountOptions, sess
 	}()
 	if session == nil {
 		if err := server.WaitMount(); err != nil {
-			return nil, nil, err
+			return nil, nil, resumed, err
 		}
 	}
-	return server, done, nil
+	return server, done, resumed, nil
 }
 
 // checkMountpoint refuses a mountpoint that is missing, not a directory,

@@ -32,7 +32,7 @@ func TestServedAfterUnmountCallbacks(t *testing.T) {
 	testenv.RequireFUSE(t)
 	root := &slowForget{}
 	opts := fs.MountOptions(false, fs.DefaultCacheTimeout, false)
-	server, served, err := serveFUSE(t.TempDir(), fs.NodeFS(root, opts, nil), &opts.MountOptions, nil)
+	server, served, _, err := serveFUSE(t.TempDir(), fs.NodeFS(root, opts, nil), &opts.MountOptions, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
