@@ -133,10 +133,9 @@ type keeper struct {
 
 // server is one running server process.
 type server struct {
-	cmd        *exec.Cmd
-	generation uint64
-	serving    chan struct{} // closed once it said it serves
-	exited     chan struct{} // closed once it exited and was waited for
+	cmd     *exec.Cmd
+	serving chan struct{} // closed once it said it serves
+	exited  chan struct{} // closed once it exited and was waited for
 }
 
 func (k *keeper) serve(ctx context.Context) error {
@@ -247,7 +246,7 @@ func (k *keeper) start(generation uint64, downSince time.Time) (*server, error) 
 		readyR.Close()
 		return nil, err
 	}
-	s := &server{cmd: cmd, generation: generation, serving: make(chan struct{}), exited: make(chan struct{})}
+	s := &server{cmd: cmd, serving: make(chan struct{}), exited: make(chan struct{})}
 	read := make(chan struct{})
 	go func() {
 		defer close(read)

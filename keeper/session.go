@@ -100,8 +100,8 @@ func (s *Session) NewServer(fs fuse.RawFileSystem, opts *fuse.MountOptions) (*fu
 		}
 		return srv, nil
 	}
-	init := make([]byte, initSize)
-	if _, err := s.init.ReadAt(init, 0); err != nil {
+	recorded := make([]byte, initSize)
+	if _, err := s.init.ReadAt(recorded, 0); err != nil {
 		return nil, fmt.Errorf("reading the recorded INIT: %w", err)
 	}
 	// A blocking socket, so that Go's poller never registers it: its fd
@@ -111,7 +111,7 @@ func (s *Session) NewServer(fs fuse.RawFileSystem, opts *fuse.MountOptions) (*fu
 		return nil, err
 	}
 	defer unix.Close(pair[1]) // go-fuse's INIT reply is dropped with it
-	if _, err := unix.Write(pair[1], init); err != nil {
+	if _, err := unix.Write(pair[1], recorded); err != nil {
 		unix.Close(pair[0])
 		return nil, fmt.Errorf("replaying the INIT: %w", err)
 	}
