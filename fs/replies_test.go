@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/statefs/statefs/hold"
 	"github.com/statefs/statefs/index"
 )
 
@@ -291,5 +293,31 @@ func TestResentEntryWhoseNameIsGoneIsAppliedAgain(t *testing.T) {
 	}
 	if got := k.walk("d"); got.attr.Ino != a.ino {
 		t.Errorf("d is inode %d, want %d", got.attr.Ino, a.ino)
+	}
+}
+
+// With deletes held, an unlink that makes its file pending is recorded as
+// any other: sent again, it answers success and the file stays pending,
+// the one inode it was.
+func TestResentUnlinkMadePendingAnsweredFromItsRecord(t *testing.T) {
+	const unique = 40
+	held := hold.Options{Enabled: true, Window: time.Hour} // the holder decides nothing while the test runs
+	dir, mem := filepath.Join(t.TempDir(), "store"), handleMemory(t)
+	k := serveKernel(t, dir, Options{Hold: held}, connection(t, mem, 1))
+	chk := k.mkdirAll(subtaskPath + "/chk_5")
+	file := k.writeFile(chk.node, "000001.sst", []byte("sst"))
+	h := header(chk.node, unique)
+	if errno := errnoOf(k.raw.Unlink(cancel(), &h, "000001.sst")); errno != 0 {
+		t.Fatalf("unlink: %v", errno)
+	}
+	k.close()
+
+	k = serveKernel(t, dir, Options{Hold: held, Resuming: true}, connection(t, mem, 2))
+	h = header(k.walk(subtaskPath+"/chk_5").node, unique|resentUnique)
+	if errno := errnoOf(k.raw.Unlink(cancel(), &h, "000001.sst")); errno != 0 {
+		t.Errorf("the unlink sent again answered %v, want success", errno)
+	}
+	if p := k.pending(subtaskPath + "/chk_5/000001.sst"); p == nil || p.Ino != file.attr.Ino {
+		t.Errorf("pending after the unlink sent again: %+v, want inode %d", p, file.attr.Ino)
 	}
 }
