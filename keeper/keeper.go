@@ -10,7 +10,8 @@
 // The keeper side is Run. The server side is Session: Inherited tells a
 // process whether a keeper started it, and a Session gives it the
 // connection (NewServer), the memfds the keeper holds for it (File), and
-// says when it serves (Serving).
+// has the kernel send again what the dead server left (Resend), and says
+// when it serves (Serving).
 //
 // A server takes over a live connection without a fork of go-fuse:
 // go-fuse's NewServer always reads an INIT request first, so the connection's
@@ -44,12 +45,16 @@ import (
 	"github.com/statefs/statefs/internal/crashpoint"
 )
 
-// A crash loop is crashLoopDeaths deaths of servers within crashLoopWindow:
-// the keeper then ends the connection, so that clients get an error
-// instead of waiting for a server that cannot start.
+// A crash loop is crashLoopDeaths servers in a row that each died before
+// serving or within crashLoopLife of it: one that cannot start, or one
+// that dies of the first request it is sent again, every time. The keeper
+// then ends the connection, so that clients get an error instead of
+// waiting for a server that cannot serve. A server that served longer is
+// one that died of its own accident (a kill, an OOM), and starts the count
+// again: those the keeper replaces for ever.
 const (
 	crashLoopDeaths = 5
-	crashLoopWindow = 30 * time.Second
+	crashLoopLife   = 250 * time.Millisecond
 )
 
 // EnvVar is the environment variable that tells a server what it inherited
@@ -124,18 +129,21 @@ func Run(ctx context.Context, cfg Config) error {
 // keeper is Run's state: the connection, the files servers inherit, and
 // the deaths it counts.
 type keeper struct {
-	cfg    Config
-	conn   *conn
-	init   *os.File // the recorded INIT
-	files  map[string]*os.File
-	deaths []time.Time // of servers, the crash loop's window's worth
+	cfg   Config
+	conn  *conn
+	init  *os.File // the recorded INIT
+	files map[string]*os.File
+	// shortLived counts the servers in a row that died within
+	// crashLoopLife of serving, or before.
+	shortLived int
 }
 
 // server is one running server process.
 type server struct {
-	cmd     *exec.Cmd
-	serving chan struct{} // closed once it said it serves
-	exited  chan struct{} // closed once it exited and was waited for
+	cmd      *exec.Cmd
+	serving  chan struct{} // closed once it said it serves
+	servedAt time.Time     // when it said so; read once serving is closed
+	exited   chan struct{} // closed once it exited and was waited for
 }
 
 func (k *keeper) serve(ctx context.Context) error {
@@ -160,20 +168,23 @@ func (k *keeper) serve(ctx context.Context) error {
 			return &ServerFailed{State: s.cmd.ProcessState}
 		}
 		downSince = time.Now()
-		if k.died(downSince) {
+		if k.died(s, downSince) {
 			k.conn.abortAndDetach()
-			return fmt.Errorf("the server died %d times in %v (last: %s); the mount is ended", crashLoopDeaths, crashLoopWindow, s.cmd.ProcessState)
+			return fmt.Errorf("%d servers in a row died within %v of serving (last: %s); the mount is ended", crashLoopDeaths, crashLoopLife, s.cmd.ProcessState)
 		}
 		slog.Warn("the server ended; starting the next on the same connection", "generation", generation, "pid", s.cmd.Process.Pid,
 			"how", s.cmd.ProcessState.String(), "served", served)
 	}
 }
 
-// died counts a server's death at t and reports a crash loop.
-func (k *keeper) died(t time.Time) bool {
-	k.deaths = append(k.deaths, t)
-	k.deaths = slices.DeleteFunc(k.deaths, func(d time.Time) bool { return t.Sub(d) >= crashLoopWindow })
-	return len(k.deaths) >= crashLoopDeaths
+// died counts the death of server s at t and reports a crash loop.
+func (k *keeper) died(s *server, t time.Time) bool {
+	if isClosed(s.serving) && t.Sub(s.servedAt) >= crashLoopLife {
+		k.shortLived = 0
+		return false
+	}
+	k.shortLived++
+	return k.shortLived >= crashLoopDeaths
 }
 
 // stop ends the mount on ctx's end as a daemon without a keeper ends it
@@ -253,6 +264,7 @@ func (k *keeper) start(generation uint64, downSince time.Time) (*server, error) 
 		defer readyR.Close()
 		var b [len(servingWord)]byte
 		if n, _ := io.ReadFull(readyR, b[:]); string(b[:n]) == servingWord {
+			s.servedAt = time.Now()
 			close(s.serving)
 		}
 	}()

@@ -57,6 +57,7 @@ func serve(s *keeper.Session) int {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		return 1
 	}
+	s.Resend()
 	done := make(chan struct{})
 	go func() {
 		srv.Serve()
@@ -232,7 +233,7 @@ func TestKilledServersAreTakenOver(t *testing.T) {
 			}
 		})
 	}
-	const kills = 4 // a crash loop is 5 deaths
+	const kills = 4 // a crash loop is 5 quick deaths in a row
 	for i := range kills {
 		pid := serverPID(t)
 		time.Sleep(200 * time.Millisecond) // it has told the keeper it serves
@@ -276,7 +277,7 @@ func TestCrashLoopEndsTheMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := r.wait(t, 20*time.Second)
-	want := "the server died 5 times in 30s (last: exit status 3); the mount is ended"
+	want := "5 servers in a row died within 250ms of serving (last: exit status 3); the mount is ended"
 	if err == nil || err.Error() != want {
 		t.Errorf("Run: %v, want %q", err, want)
 	}

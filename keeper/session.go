@@ -137,16 +137,14 @@ const (
 	ResendRefused Resend = "refused" // a kernel before 6.9: they are lost
 )
 
-// Serving tells the keeper that srv serves; call it once srv.Serve runs. A
-// resuming server first asks the kernel to send again every request the
-// dead server read and did not answer (FUSE_NOTIFY_RESEND). A kernel that
-// refuses (Linux before 6.9) leaves those requests unanswered: their
-// callers wait until the mount ends, which Serving warns of. srv is the
-// server NewServer made.
-func (s *Session) Serving(srv *fuse.Server) error {
-	if s.ready == nil {
-		return errors.New("Serving was called already")
-	}
+// Resend asks the kernel to send this server again every request the dead
+// server read and did not answer (FUSE_NOTIFY_RESEND), if it resumes the
+// connection. Call it after NewServer and before Serve: the kernel queues
+// again every request it is waiting for an answer to, and a request this
+// server had read already would be served twice. A kernel that refuses
+// (Linux before 6.9) leaves those requests unanswered: their callers wait
+// until the mount ends, which Resend warns of.
+func (s *Session) Resend() Resend {
 	s.sent = ResendNone
 	if s.Resuming() {
 		s.sent = ResendSent
@@ -154,6 +152,14 @@ func (s *Session) Serving(srv *fuse.Server) error {
 			s.sent = ResendRefused
 			slog.Warn("the kernel resends no request (FUSE_NOTIFY_RESEND needs Linux 6.9): requests in flight when the previous server died are lost, and their callers wait until the mount ends", "err", err)
 		}
+	}
+	return s.sent
+}
+
+// Serving tells the keeper that srv serves; call it once srv.Serve runs.
+func (s *Session) Serving(srv *fuse.Server) error {
+	if s.ready == nil {
+		return errors.New("Serving was called already")
 	}
 	_, err := io.WriteString(s.ready, servingWord)
 	s.ready.Close()
@@ -164,8 +170,8 @@ func (s *Session) Serving(srv *fuse.Server) error {
 	return nil
 }
 
-// Resent is what Serving did about the requests the previous server left
-// unanswered ("" before Serving).
+// Resent is what Resend did about the requests the previous server left
+// unanswered ("" before Resend).
 func (s *Session) Resent() Resend { return s.sent }
 
 // notifyResend writes FUSE_NOTIFY_RESEND: an out header of 16 bytes,

@@ -392,6 +392,9 @@ func serveFUSE(mnt string, raw fuse.RawFileSystem, opts *fuse.MountOptions, sess
 	if session != nil && session.Resuming() {
 		resumed = conn.Resume()
 	}
+	if session != nil {
+		session.Resend()
+	}
 	done := make(chan struct{})
 	go func() {
 		server.Serve()
