@@ -83,17 +83,54 @@ func (d *daemon) kill() {
 	<-d.done
 }
 
-// PeakRSS is the daemon's high-water resident set size so far (VmHWM), in
-// bytes.
+// server is the process that serves the mount: the daemon's child when it
+// has one (statefs mount is a keeper that holds the FUSE connection and
+// runs its server as a child), else the daemon itself (the loopback, or
+// statefs mount --keeper=false). Between a server's death and its
+// successor's start, the daemon has no child and this is the keeper.
+func (d *daemon) server() int {
+	if pid, ok := childOf(d.cmd.Process.Pid); ok {
+		return pid
+	}
+	return d.cmd.Process.Pid
+}
+
+// PeakRSS is the high-water resident set size (VmHWM) of the process that
+// serves the mount, in bytes; a keeper's own is apart (KeeperPeakRSS).
 func (d *daemon) PeakRSS() (int64, error) {
+	return procStatusBytes(d.server(), "VmHWM")
+}
+
+// KeeperPeakRSS is VmHWM of the process the harness started, in bytes: for
+// statefs, the keeper, which holds the connection and serves nothing.
+func (d *daemon) KeeperPeakRSS() (int64, error) {
 	return procStatusBytes(d.cmd.Process.Pid, "VmHWM")
 }
 
-// CPUSeconds is the CPU time the daemon has used so far, user and system
-// (utime and stime of /proc/<pid>/stat). It must be read while the daemon
-// runs: once it is reaped, /proc forgets it.
+// CPUSeconds is the CPU time the serving process has used so far, user
+// and system (utime and stime of /proc/<pid>/stat). It must be read while
+// it runs: once it is reaped, /proc forgets it.
 func (d *daemon) CPUSeconds() (float64, error) {
-	return procCPUSeconds(d.cmd.Process.Pid)
+	return procCPUSeconds(d.server())
+}
+
+// childOf finds a live child of parent in /proc. It reads status, not
+// stat: stat waits for a process's memory map, which a process stuck on a
+// mount holds.
+func childOf(parent int) (int, bool) {
+	entries, _ := os.ReadDir("/proc")
+	ppid := fmt.Sprintf("PPid:\t%d\n", parent)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err == nil && strings.Contains(string(status), ppid) && !strings.Contains(string(status), "State:\tZ") {
+			return pid, true
+		}
+	}
+	return 0, false
 }
 
 // clockTicks is the unit of the times in /proc/<pid>/stat: USER_HZ, which

@@ -45,8 +45,21 @@ func (b *bench) restart() []*Workload {
 		w.Setup += " The target is set at 1,000,000 inodes (--restart-inodes 1000000); the default is smaller " +
 			"because creating them through the mount takes over two minutes."
 	}
+	kills := max(3, w.Reps)
+	w.Setup += fmt.Sprintf(" Then, with statefs mounted, %d takeovers: SIGKILL of its server (the keeper's child; the keeper starts the next on the same connection), "+
+		"%.1f s apart, while one client lstats the files in random order, each once, paced to span the kills, so that each asks the server "+
+		"and not the kernel's caches, and another reads a file it keeps open every millisecond. "+
+		"A takeover's time runs from the kill to the answer of the first stat started after it; the stalls are the latencies of the stats from the first kill on; "+
+		"a client's error fails the run. The loopback has no keeper. "+
+		"Peak RSS is the server's (VmHWM); the keeper's own is its own row.", kills, takeoverSpacing.Seconds())
 	firstStat := w.metric("exec to first successful stat", "ms", false, valueGoal("<", 1000, "< 1 s (statefs)"))
 	rssAtStat := w.metric("daemon peak RSS at first stat", "MiB", false, nil)
+	keeperRSS := w.metric("statefs keeper peak RSS at first stat", "MiB", false, nil)
+	takeover := takeoverMetrics{
+		firstAnswer: w.metric("SIGKILL of the server to first answered stat", "ms", false, valueGoal("<", 100, "< 100 ms (statefs)")),
+		p99:         w.metric("stat latency across the takeovers, p99", "ms", false, nil),
+		worst:       w.metric("stat latency across the takeovers, highest", "ms", false, nil),
+	}
 	serving := w.metric("statefs peak RSS while serving workloads 1-5", "MiB", false, valueGoal("<=", 256, "≤ 256 MiB (statefs)"))
 	b.recordServingRSS(w, serving)
 	populating := w.metric("statefs peak RSS creating and stat'ing the inodes", "MiB", false, valueGoal("<=", 256, "≤ 256 MiB (statefs)"))
@@ -62,8 +75,14 @@ func (b *bench) restart() []*Workload {
 		w.fail(err)
 	} else {
 		b.eachRep(w, targets, func(t target) error {
-			return b.restartOnce(t.(restartable), probe, firstStat, rssAtStat)
+			return b.restartOnce(t.(restartable), probe, firstStat, rssAtStat, keeperRSS)
 		})
+		if w.Error == "" {
+			b.logf("workload 6: %d takeovers of statefs's server", kills)
+			if err := b.takeovers(w, kills, takeover); err != nil {
+				w.fail(fmt.Errorf("statefs, takeovers: %w", err))
+			}
+		}
 	}
 	w.finish(&b.caches)
 	return []*Workload{w}
@@ -83,7 +102,7 @@ func (b *bench) recordServingRSS(w *Workload, serving *Metric) {
 	}
 	sort.Strings(each)
 	serving.add(statefs, mib(peak))
-	w.note("statefs's peak RSS (VmHWM of each daemon, read before it stopped), per workload: %s", strings.Join(each, "; "))
+	w.note("statefs's peak RSS (VmHWM of each server, the keeper's child, read before it stopped), per workload: %s", strings.Join(each, "; "))
 }
 
 func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
@@ -195,7 +214,7 @@ func fileName(i int) string { return fmt.Sprintf("f%07d", i) }
 
 // restartOnce stops the daemon, drops the caches, and times a fresh start
 // to the first stat of probe that succeeds.
-func (b *bench) restartOnce(t restartable, probe string, firstStat, rssAtStat *Metric) error {
+func (b *bench) restartOnce(t restartable, probe string, firstStat, rssAtStat, keeperRSS *Metric) error {
 	if err := t.stop(); err != nil {
 		return err
 	}
@@ -222,5 +241,13 @@ func (b *bench) restartOnce(t restartable, probe string, firstStat, rssAtStat *M
 	firstStat.add(t.Name(), ms)
 	rssAtStat.add(t.Name(), mib(rss))
 	b.logf("  first stat after %.0f ms, peak RSS %.0f MiB", ms, mib(rss))
+	if sf, ok := t.(*statefsTarget); ok {
+		keeper, err := sf.d.KeeperPeakRSS()
+		if err != nil {
+			return err
+		}
+		keeperRSS.add(statefs, mib(keeper))
+		b.logf("  keeper peak RSS %.1f MiB", mib(keeper))
+	}
 	return nil
 }

@@ -136,7 +136,8 @@ func (t *loopbackTarget) Close() error {
 }
 
 // statefsTarget is `statefs mount --store STORE MNT` with a fresh store.
-// It keeps the highest peak RSS of its daemons since the last TakePeakRSS.
+// It keeps the highest peak RSS of its servers (daemon.PeakRSS) since the
+// last TakePeakRSS.
 type statefsTarget struct {
 	bin  string
 	args []string // extra mount flags
@@ -206,7 +207,7 @@ func (t *statefsTarget) stop() error {
 	return d.Stop()
 }
 
-// TakePeakRSS returns the highest VmHWM of the daemons stopped since the
+// TakePeakRSS returns the highest VmHWM of the servers stopped since the
 // last call, and of the running one, and starts over.
 func (t *statefsTarget) TakePeakRSS() int64 {
 	if t.d != nil {
