@@ -50,9 +50,8 @@ func run(cfg config, repo string, out io.Writer) (*Report, error) {
 		return nil, err
 	}
 	detachStale(dir)
-	b := &bench{cfg: cfg, dir: dir, repo: repo, out: out, start: time.Now(),
-		bin: filepath.Join(dir, "bin"), logs: filepath.Join(dir, "logs"), servingRSS: map[string]int64{}}
-	if err := b.prepare(dir); err != nil {
+	b, err := newBench(cfg, dir, repo, out)
+	if err != nil {
 		return nil, err
 	}
 	r := &Report{Command: commandText(), Machine: describeMachine(repo, dir)}
@@ -86,6 +85,14 @@ func run(cfg config, repo string, out io.Writer) (*Report, error) {
 		}
 	}
 	return r, errors.Join(errs...)
+}
+
+// newBench makes the work dir's layout in dir, absolute, and builds statefs
+// and the loopback.
+func newBench(cfg config, dir, repo string, out io.Writer) (*bench, error) {
+	b := &bench{cfg: cfg, dir: dir, repo: repo, out: out, start: time.Now(),
+		bin: filepath.Join(dir, "bin"), logs: filepath.Join(dir, "logs"), servingRSS: map[string]int64{}}
+	return b, b.prepare(dir)
 }
 
 // prepare makes the work dir's layout and builds statefs and the loopback.

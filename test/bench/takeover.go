@@ -116,7 +116,10 @@ func (b *bench) takeovers(w *Workload, kills int, m takeoverMetrics) error {
 	time.Sleep(300 * time.Millisecond) // stats after the last takeover, in the stalls
 	close(stop)
 	wg.Wait()
-	if err := errors.Join(killErr, log.err, readErr); err != nil {
+	if killErr == nil {
+		killErr = log.err // else it holds the stat loop's error already, if any
+	}
+	if err := errors.Join(killErr, readErr); err != nil {
 		return err
 	}
 	p99, worst, stats := stalls(log.ops, firstKill)
