@@ -71,7 +71,7 @@ func (b *bench) subtaskLife() []*Workload {
 		"checkpoint times of the first and the last %d rounds. Bytes written are %s's (/proc/diskstats: sectors written × 512) "+
 		"from a sync after the fill and its seal to a sync after the last round once statefs sealed everything; they are the whole "+
 		"disk's, so the bench must run alone on the machine. Disk used is the tree's allocated blocks at the end (statefs: the "+
-		"store, index included, reserve aside), with no collector run. statefs's CPU is its daemon's utime + stime "+
+		"store, index included, reserve aside), with no collector run. statefs's CPU is its server's (the keeper's child) utime + stime "+
 		"(/proc/PID/stat) over the same span, per GB of files it sealed over the span by its statefs_sealed_bytes_total (for this "+
 		"workload the daemon runs with --metrics-addr on the loopback interface, read before and after the span); with a statefs "+
 		"that does not count them, the bytes the bare disk took over the span (the SSTs, MANIFESTs and OPTIONS the rounds wrote) "+
@@ -111,7 +111,7 @@ func (b *bench) subtaskLife() []*Workload {
 		})
 	}
 	if rss := b.statefs.TakePeakRSS(); rss > 0 {
-		w.note("statefs's peak RSS (VmHWM of its daemon, read before it stopped): %.0f MiB", mib(rss))
+		w.note("statefs's peak RSS (VmHWM of its server, read before it stopped): %.0f MiB", mib(rss))
 	}
 	w.finish(&b.caches)
 	return []*Workload{w}

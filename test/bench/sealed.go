@@ -65,7 +65,7 @@ func (b *bench) sealedRocksDB() []*Workload {
 		b.eachRep(w, b.targets(), func(t target) error { return b.sealedOnce(t, m) })
 	}
 	if rss := b.statefs.TakePeakRSS(); rss > 0 {
-		w.note("statefs's peak RSS (VmHWM of its daemons, read before each stopped): %.0f MiB", mib(rss))
+		w.note("statefs's peak RSS (VmHWM of its servers, read before each stopped): %.0f MiB", mib(rss))
 	}
 	w.finish(&b.caches)
 	return []*Workload{w}
