@@ -79,11 +79,12 @@ type Options struct {
 	MaxKernelInodes int
 	// Version is the daemon's version, which .statefs/status.json shows.
 	Version string
-	// Resuming says that the server takes over a connection an earlier
-	// server of the same keeper served (keeper.Session.Resuming): the
-	// reply records of that connection answer the requests the kernel
-	// sends again. Otherwise the connection is new, and New clears them.
-	Resuming bool
+	// ConnectedAt is when the connection the server serves was made, in
+	// nanoseconds since the epoch (Connection.Since), under a keeper: only
+	// a reply record written since answers a request the kernel sends
+	// again. 0: no keeper; no request is ever sent again, and none records
+	// its reply.
+	ConnectedAt int64
 }
 
 // DefaultCacheTimeout is how long the kernel may answer lookups and stats
@@ -138,15 +139,8 @@ type FS struct {
 }
 
 // New makes the filesystem over an open store and returns its root node.
-// unsealed lists the inodes whose staging content waits to be sealed. On a
-// new connection (opts.Resuming unset) it first deletes the reply records
-// of earlier ones, and fails if it cannot.
-func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedder, error) {
-	if !opts.Resuming {
-		if err := s.Index.ClearReplies(); err != nil {
-			return nil, nil, err
-		}
-	}
+// unsealed lists the inodes whose staging content waits to be sealed.
+func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedder) {
 	if opts.Sealers <= 0 {
 		opts.Sealers = 1
 	}
@@ -161,7 +155,7 @@ func New(s *store.Store, opts Options, unsealed []uint64) (*FS, gofs.InodeEmbedd
 	if opts.Hold.Enabled {
 		f.holds = hold.Start(s, holdNamespace{f}, opts.Hold)
 	}
-	return f, &node{fs: f}, nil
+	return f, &node{fs: f}
 }
 
 // Shutdown stops scheduling seals and waits for the ones running. Content

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -39,7 +40,10 @@ type handleTable struct {
 type tableHead struct {
 	// used is one past the highest slot ever taken: only those are read.
 	used atomic.Uint64
-	_    [7]uint64
+	// connectedAt is when the connection's first server began, in
+	// nanoseconds since the epoch (Connection.Since).
+	connectedAt atomic.Int64
+	_           [6]uint64
 }
 
 // handleSlot is one handle's record; 64 bytes.
@@ -85,6 +89,9 @@ func openHandleTable(f *os.File, gen uint64) (*handleTable, error) {
 		return nil, fmt.Errorf("handle table: %w", err)
 	}
 	t := &handleTable{mem: mem, gen: gen, head: (*tableHead)(unsafe.Pointer(&mem[0]))}
+	// Set by the first server, before it reads a request; a later one
+	// finds it, unless the first died before (it committed nothing then).
+	t.head.connectedAt.CompareAndSwap(0, time.Now().UnixNano())
 	off := unsafe.Sizeof(tableHead{})
 	t.slots = unsafe.Slice((*handleSlot)(unsafe.Pointer(&mem[off])), handleSlots)
 	for i := range t.head.used.Load() {

@@ -77,10 +77,10 @@ func serveKernel(t *testing.T, dir string, opts Options, c *Connection) *kernel 
 		opts.SealDelay = time.Hour
 	}
 	k := &kernel{t: t, store: s}
-	f, tree, err := New(s, opts, unsealed)
-	if err != nil {
-		t.Fatalf("New: %v", err)
+	if c != nil {
+		opts.ConnectedAt = c.Since()
 	}
+	f, tree := New(s, opts, unsealed)
 	k.fs = f
 	mo := MountOptions(false, DefaultCacheTimeout, false)
 	mo.ServerCallbacks = (*notifyLog)(k)

@@ -49,8 +49,8 @@ var _ = (fuse.RawFileSystem)((*replies)(nil))
 // request that records nothing. served ends that.
 func (f *FS) serving(cancel <-chan struct{}, h *fuse.InHeader) uint64 {
 	unique := h.Unique &^ resentUnique
-	if unique == 0 || cancel == nil {
-		return 0
+	if unique == 0 || cancel == nil || f.opts.ConnectedAt == 0 {
+		return 0 // no keeper: no request is sent again
 	}
 	f.requestsMu.Lock()
 	f.requests[cancel] = unique
@@ -82,19 +82,21 @@ func (f *FS) request(ctx context.Context) uint64 {
 // recordReply records in tx, the transaction that applies the kernel's
 // request unique, that the request committed; ino is the inode a request
 // that answers an entry answers, 0 for the others. A request of unique id
-// 0 records nothing.
+// 0 (no keeper: FS.serving) records nothing, but reaches the crash point.
 func recordReply(tx *index.Tx, unique, ino uint64) error {
+	tx.OnCommit(func() { crashpoint.Hit(crashpoint.ReplyCommitted) })
 	if unique == 0 {
 		return nil
 	}
-	tx.OnCommit(func() { crashpoint.Hit(crashpoint.ReplyCommitted) })
 	return tx.PutReply(unique, index.Reply{At: index.Now(), Ino: ino})
 }
 
 // recorded is the reply record of the request of h if the kernel sent it
-// again and it committed before; nil if it did not.
+// again and it committed before; nil if it did not. A record written
+// before the connection was made is an earlier connection's, whose
+// requests were numbered from the start again: it answers nothing.
 func (r *replies) recorded(h *fuse.InHeader) (*index.Reply, fuse.Status) {
-	if h.Unique&resentUnique == 0 {
+	if h.Unique&resentUnique == 0 || r.fs.opts.ConnectedAt == 0 {
 		return nil, fuse.OK
 	}
 	var rec *index.Reply
@@ -102,7 +104,7 @@ func (r *replies) recorded(h *fuse.InHeader) (*index.Reply, fuse.Status) {
 		rec, err = tx.Reply(h.Unique &^ resentUnique)
 		return err
 	})
-	if errors.Is(err, index.ErrNotFound) {
+	if errors.Is(err, index.ErrNotFound) || err == nil && rec.At < r.fs.opts.ConnectedAt {
 		return nil, fuse.OK
 	}
 	if err != nil {

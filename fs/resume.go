@@ -33,6 +33,10 @@ func NewConnection(f *os.File, gen uint64) (*Connection, error) {
 	return &Connection{Generation: gen, handles: t}, nil
 }
 
+// Since is when the connection was made, in nanoseconds since the epoch:
+// every reply record written since is this connection's (fs.Options.ConnectedAt).
+func (c *Connection) Since() int64 { return c.handles.head.connectedAt.Load() }
+
 // InUse lists the inodes the kernel holds file handles on that earlier
 // servers gave out: the store must keep them (their content and, for one
 // with no name left, their record) and seal none of them until the kernel

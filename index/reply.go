@@ -1,7 +1,6 @@
 package index
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -21,11 +20,11 @@ import (
 // ReplyKeep is how long a reply record is kept at least. A request sent
 // again is one a dead server had read and not answered: its record is as
 // old as the time the keeper takes to start the next server and the next
-// server to take the connection over, seconds, or the keeper gives the
-// connection up first (a crash loop). Minutes leave room for a slow disk
-// and a large index to open, and bound the records to the mutating
-// requests of those minutes.
-const ReplyKeep = 5 * time.Minute
+// server to take the connection over, under a second, or the keeper gives
+// the connection up first (a crash loop). A minute leaves room for a slow
+// disk and a large index to open, and bounds the records to the mutating
+// requests of that minute.
+const ReplyKeep = time.Minute
 
 // replyPruneBatch is how many records older than ReplyKeep a PutReply
 // deletes at most: more than the one it adds, so that a backlog (records
@@ -142,46 +141,5 @@ func (db *DB) raiseReplyFloor(floor uint64) {
 		if floor <= cur || db.replyFloor.CompareAndSwap(cur, floor) {
 			return
 		}
-	}
-}
-
-// replyClearBatch is how many reply records ClearReplies deletes in one
-// transaction, well under the index's limit.
-const replyClearBatch = 1000
-
-// ClearReplies deletes every reply record. A server on a new connection
-// calls it before it serves: the kernel numbers a new connection's
-// requests from the start again, and a record of an earlier connection
-// must never answer one of them.
-func (db *DB) ClearReplies() error {
-	from := replyKey(0) // past the records deleted by the batches before
-	for {
-		var keys [][]byte
-		err := db.Update(func(tx *Tx) error {
-			keys = keys[:0]
-			err := tx.scanFrom(kindPrefix(prefixReply), from, false, func(k, _ []byte) (bool, error) {
-				keys = append(keys, bytes.Clone(k))
-				return len(keys) < replyClearBatch, nil
-			})
-			if err != nil {
-				return err
-			}
-			for _, k := range keys {
-				if err := tx.del(k); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("clearing reply records: %w", err)
-		}
-		if len(keys) < replyClearBatch {
-			db.replyFloor.Store(0)
-			db.replyOldest.Store(0)
-			return nil
-		}
-		last, _ := keyReply(keys[len(keys)-1])
-		from = replyKey(last + 1)
 	}
 }

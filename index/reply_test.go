@@ -87,30 +87,3 @@ func TestReplyRecordsKeptForReplyKeep(t *testing.T) {
 		}
 	}
 }
-
-// ClearReplies deletes every reply record, more than one transaction's
-// worth too, and records put after it are kept and pruned as before.
-func TestClearReplies(t *testing.T) {
-	db := openDB(t)
-	const n = 2500
-	t0 := index.Now()
-	update(t, db, func(tx *index.Tx) error {
-		for u := uint64(1); u <= n; u++ {
-			if err := tx.PutReply(u, index.Reply{At: t0}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err := db.ClearReplies(); err != nil {
-		t.Fatalf("ClearReplies: %v", err)
-	}
-	if got := replies(t, db, n); len(got) != 0 {
-		t.Fatalf("%d records left after ClearReplies", len(got))
-	}
-	update(t, db, func(tx *index.Tx) error { return tx.PutReply(2, index.Reply{At: t0, Ino: 5}) })
-	update(t, db, func(tx *index.Tx) error { return tx.PutReply(3, index.Reply{At: t0 + int64(index.ReplyKeep) + 1}) })
-	if got := replies(t, db, 3); len(got) != 1 || got[3] == (index.Reply{}) {
-		t.Fatalf("after ClearReplies, records %v; want the young record 3 alone", got)
-	}
-}

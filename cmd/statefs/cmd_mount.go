@@ -278,11 +278,10 @@ func serve(c *cli.Context, mnt string, opts mountOptions, session *keeper.Sessio
 	fsOpts := opts.FS
 	fsOpts.OnSeal = m.OnSeal
 	fsOpts.Version = version
-	fsOpts.Resuming = session != nil && session.Resuming()
-	fsys, root, err := fs.New(s, fsOpts, unsealed)
-	if err != nil {
-		return err
+	if conn != nil {
+		fsOpts.ConnectedAt = conn.Since()
 	}
+	fsys, root := fs.New(s, fsOpts, unsealed)
 	mountOpts := fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug)
 	server, served, resumed, err := serveFUSE(mnt, m.FUSE(fs.NodeFS(root, mountOpts, conn)), &mountOpts.MountOptions, session, conn)
 	if err != nil {
