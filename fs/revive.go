@@ -27,7 +27,7 @@ var (
 // from the index (a job's entry, a held tree's) has no record to be made
 // from again, and is stale.
 func (n *node) LookupNode(ctx context.Context, id uint64, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if id&(1<<63|1<<62) != 0 {
+	if id&viewInoBits != 0 {
 		return n.viewNode(id, out)
 	}
 	rec, err := n.fs.loadAttr(id, "", &out.Attr)

@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -237,7 +236,7 @@ func (m *Mount) Kill() {
 // with it; it returns once both are gone, the connection with them.
 func (m *Mount) kill() {
 	m.t.Helper()
-	server, hasServer := childOf(m.cmd.Process.Pid)
+	server, hasServer := testenv.ChildOf(m.cmd.Process.Pid)
 	m.cmd.Process.Kill()
 	<-m.done
 	m.cmd = nil
@@ -254,30 +253,12 @@ func (m *Mount) kill() {
 func (m *Mount) ServerPID() int {
 	m.t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if pid, ok := childOf(m.cmd.Process.Pid); ok {
+		if pid, ok := testenv.ChildOf(m.cmd.Process.Pid); ok {
 			return pid
 		}
 	}
 	m.t.Fatalf("statefs mount (pid %d) has no server process\n%s", m.cmd.Process.Pid, m.log)
 	return 0
-}
-
-// childOf finds a live child of parent in /proc (status, not stat, which
-// waits for a process's memory map, as a process stuck on a mount holds it).
-func childOf(parent int) (int, bool) {
-	entries, _ := os.ReadDir("/proc")
-	ppid := fmt.Sprintf("PPid:\t%d\n", parent)
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		status, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		if err == nil && strings.Contains(string(status), ppid) && !strings.Contains(string(status), "State:\tZ") {
-			return pid, true
-		}
-	}
-	return 0, false
 }
 
 // alive reports whether pid runs (a zombie has closed its files).
@@ -317,7 +298,7 @@ func guardStall(t testing.TB, m *Mount, limit time.Duration, what string) (stop 
 	timer := time.AfterFunc(limit, func() {
 		// The server serves; its keeper, when there is one, only waits.
 		quit := p.Pid
-		if server, ok := childOf(p.Pid); ok {
+		if server, ok := testenv.ChildOf(p.Pid); ok {
 			quit = server
 		}
 		t.Errorf("%s: still running after %v: the filesystem is stuck; sent SIGQUIT to the daemon (pid %d) for a goroutine dump", what, limit, quit)

@@ -4,8 +4,11 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +45,23 @@ func unavailable(t testing.TB, reason string) {
 		t.Fatalf("required (STATEFS_REQUIRE_FUSE=1) but unavailable: %s", reason)
 	}
 	t.Skip(reason)
+}
+
+// ChildOf finds a live child of parent in /proc: the server of a statefs
+// mount whose keeper is parent. It reads status, not stat: stat waits for
+// a process's memory map, which a process stuck on a mount holds.
+func ChildOf(parent int) (int, bool) {
+	entries, _ := os.ReadDir("/proc")
+	ppid := fmt.Sprintf("PPid:\t%d\n", parent)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err == nil && strings.Contains(string(status), ppid) && !strings.Contains(string(status), "State:\tZ") {
+			return pid, true
+		}
+	}
+	return 0, false
 }

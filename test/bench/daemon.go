@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/statefs/statefs/internal/testenv"
 )
 
 // daemon is one running FUSE server process (statefs or the loopback)
@@ -89,7 +91,7 @@ func (d *daemon) kill() {
 // statefs mount --keeper=false). Between a server's death and its
 // successor's start, the daemon has no child and this is the keeper.
 func (d *daemon) server() int {
-	if pid, ok := childOf(d.cmd.Process.Pid); ok {
+	if pid, ok := testenv.ChildOf(d.cmd.Process.Pid); ok {
 		return pid
 	}
 	return d.cmd.Process.Pid
@@ -112,25 +114,6 @@ func (d *daemon) KeeperPeakRSS() (int64, error) {
 // it runs: once it is reaped, /proc forgets it.
 func (d *daemon) CPUSeconds() (float64, error) {
 	return procCPUSeconds(d.server())
-}
-
-// childOf finds a live child of parent in /proc. It reads status, not
-// stat: stat waits for a process's memory map, which a process stuck on a
-// mount holds.
-func childOf(parent int) (int, bool) {
-	entries, _ := os.ReadDir("/proc")
-	ppid := fmt.Sprintf("PPid:\t%d\n", parent)
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err == nil && strings.Contains(string(status), ppid) && !strings.Contains(string(status), "State:\tZ") {
-			return pid, true
-		}
-	}
-	return 0, false
 }
 
 // clockTicks is the unit of the times in /proc/<pid>/stat: USER_HZ, which

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/statefs/statefs/internal/testenv"
 )
 
 // takeoverSpacing is how far apart workload 6 kills statefs's server. It is
@@ -179,7 +181,7 @@ func (b *bench) killServers(keeper, kills int, start time.Time, log *statLog, fi
 // waiting up to 10 s for the keeper to start it.
 func serverAfter(keeper, killed int) (int, error) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if pid, ok := childOf(keeper); ok && pid != killed {
+		if pid, ok := testenv.ChildOf(keeper); ok && pid != killed {
 			return pid, nil
 		}
 	}
