@@ -21,6 +21,9 @@ type Connection struct {
 	Generation uint64
 	handles    *handleTable
 	layer      *resumer
+	// unanswered records the requests read and not answered yet; nil
+	// unless RecordUnanswered.
+	unanswered *unansweredTable
 }
 
 // NewConnection maps the handle table kept in f for the server of
@@ -58,6 +61,10 @@ type Resumed struct {
 	// EIO until the kernel releases them, and their inodes are neither
 	// sealed nor reaped until then.
 	Lost int
+	// Failed counts the requests earlier servers read and left unanswered
+	// that this one answered with EIO, on a kernel that cannot send them
+	// again (Connection.Unanswered).
+	Failed int
 }
 
 // Resume opens again, in this server, every file handle the kernel holds

@@ -143,17 +143,76 @@ const (
 // again every request it is waiting for an answer to, and a request this
 // server had read already would be served twice. A kernel that refuses
 // (Linux before 6.9) leaves those requests unanswered: their callers wait
-// until the mount ends, which Resend warns of.
+// until the mount ends, unless the server recorded them and answers them
+// with an error (KernelResends, Fail). Resend warns of a refusal.
 func (s *Session) Resend() Resend {
 	s.sent = ResendNone
 	if s.Resuming() {
 		s.sent = ResendSent
-		if err := s.notifyResend(); err != nil {
+		err := errNoResend
+		if os.Getenv(NoResendEnvVar) == "" {
+			err = s.notifyResend()
+		}
+		if err != nil {
 			s.sent = ResendRefused
-			slog.Warn("the kernel resends no request (FUSE_NOTIFY_RESEND needs Linux 6.9): requests in flight when the previous server died are lost, and their callers wait until the mount ends", "err", err)
+			slog.Warn("the kernel resends no request (FUSE_NOTIFY_RESEND needs Linux 6.9)", "err", err)
 		}
 	}
 	return s.sent
+}
+
+// NoResendEnvVar, set to anything, makes every server of a keeper behave
+// as on a kernel without FUSE_NOTIFY_RESEND (KernelResends is false, and
+// Resend sends nothing and reports ResendRefused), so that tests on a
+// newer kernel take that path. It is for tests only.
+const NoResendEnvVar = "STATEFS_NO_RESEND"
+
+var errNoResend = errors.New(NoResendEnvVar + " is set")
+
+// KernelResends reports whether the kernel can send again the requests a
+// dead server read and did not answer (Resend): Linux 6.9 or later, by the
+// kernel's release, unless NoResendEnvVar is set. A server must know
+// before it serves, to record its requests on a kernel that cannot
+// (Fail); a release it cannot read counts as older. A kernel older by its
+// number that has the notification all the same (a backport) makes the
+// server record what it need not: Resend still succeeds.
+func KernelResends() bool {
+	if os.Getenv(NoResendEnvVar) != "" {
+		return false
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 6 || major == 6 && minor >= 9
+}
+
+// Fail answers each request of uniques with errno, as the server that read
+// it would have answered a failure, and returns how many the kernel still
+// waited for: it refuses (ENOENT) an answer to one it does not wait for,
+// which changes nothing. Call it before Serve, so that the kernel waits
+// only for requests dead servers read.
+func (s *Session) Fail(uniques []uint64, errno syscall.Errno) int {
+	failed := 0
+	for _, u := range uniques {
+		h := fuse.OutHeader{Length: uint32(unsafe.Sizeof(fuse.OutHeader{})), Status: -int32(errno), Unique: u}
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&h)), unsafe.Sizeof(h))
+		_, err := unix.Write(int(s.fuse.Fd()), b)
+		for errors.Is(err, syscall.EINTR) {
+			_, err = unix.Write(int(s.fuse.Fd()), b)
+		}
+		switch {
+		case err == nil:
+			failed++
+		case !errors.Is(err, syscall.ENOENT):
+			slog.Warn("answering a request a dead server left", "unique", u, "err", err)
+		}
+	}
+	return failed
 }
 
 // Serving tells the keeper that srv serves; call it once srv.Serve runs.

@@ -184,8 +184,13 @@ func runMount(c *cli.Context) error {
 }
 
 // handlesFile names the keeper's memfd that holds the kernel's file
-// handles for every server (fs.NewConnection).
-const handlesFile = "handles"
+// handles for every server (fs.NewConnection); unansweredFile the one that
+// holds the requests a server has read and not answered, on a kernel that
+// cannot send them again (fs.Connection.RecordUnanswered).
+const (
+	handlesFile    = "handles"
+	unansweredFile = "unanswered"
+)
 
 // runKeeper mounts mnt and serves it with servers that are this binary,
 // run again with the same arguments, one after another (package keeper).
@@ -195,7 +200,7 @@ func runKeeper(ctx context.Context, mnt string, opts mountOptions) error {
 	err := keeper.Run(ctx, keeper.Config{
 		Mountpoint: mnt,
 		Options:    &fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug).MountOptions,
-		Files:      []string{handlesFile},
+		Files:      []string{handlesFile, unansweredFile},
 		Server: func() *exec.Cmd {
 			cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -261,6 +266,11 @@ func serve(c *cli.Context, mnt string, opts mountOptions, session *keeper.Sessio
 			return err
 		}
 		inUse = conn.InUse()
+		if !keeper.KernelResends() {
+			if err := recordUnanswered(conn, session); err != nil {
+				return err
+			}
+		}
 	}
 	s, unsealed, err := store.OpenKeeping(opts.Store, inUse)
 	if err != nil {
@@ -283,7 +293,7 @@ func serve(c *cli.Context, mnt string, opts mountOptions, session *keeper.Sessio
 	}
 	fsys, root := fs.New(s, fsOpts, unsealed)
 	mountOpts := fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug)
-	server, served, resumed, err := serveFUSE(mnt, m.FUSE(fs.NodeFS(root, mountOpts, conn)), &mountOpts.MountOptions, session, conn)
+	server, served, resumed, err := serveFUSE(mnt, conn.Recording(m.FUSE(fs.NodeFS(root, mountOpts, conn))), &mountOpts.MountOptions, session, conn)
 	if err != nil {
 		fsys.Shutdown()
 		return fmt.Errorf("mounting %s: %w", mnt, err)
@@ -334,7 +344,7 @@ func serve(c *cli.Context, mnt string, opts mountOptions, session *keeper.Sessio
 			downFor := time.Since(session.DownSince())
 			m.SetServer(session.Restarts(), downFor)
 			slog.Info("resumed the FUSE connection", "generation", session.Generation(), "restarts", session.Restarts(),
-				"down_for", downFor, "resend", string(session.Resent()), "reopened", resumed.Reopened, "lost", resumed.Lost)
+				"down_for", downFor, "resend", string(session.Resent()), "reopened", resumed.Reopened, "lost", resumed.Lost, "failed", resumed.Failed)
 		}
 	}
 	slog.Info("serving", "version", version, "store", s.Dir, "mountpoint", mnt, "pending_seals", len(unsealed),
@@ -391,9 +401,10 @@ func serveFUSE(mnt string, raw fuse.RawFileSystem, opts *fuse.MountOptions, sess
 	if session != nil && session.Resuming() {
 		resumed = conn.Resume()
 	}
-	if session != nil {
-		session.Resend()
+	if session != nil && session.Resend() == keeper.ResendRefused {
+		resumed.Failed = failUnanswered(session, conn)
 	}
+	conn.ClearUnanswered()
 	done := make(chan struct{})
 	go func() {
 		server.Serve()
@@ -405,6 +416,38 @@ func serveFUSE(mnt string, raw fuse.RawFileSystem, opts *fuse.MountOptions, sess
 		}
 	}
 	return server, done, resumed, nil
+}
+
+// recordUnanswered makes conn record the requests its server reads until
+// it answers them, on a kernel that cannot send them again to the next
+// server after a crash (keeper.KernelResends), so that the next one
+// answers them with an error instead of leaving their callers waiting.
+func recordUnanswered(conn *fs.Connection, session *keeper.Session) error {
+	f := session.File(unansweredFile)
+	if f == nil {
+		slog.Warn("the keeper holds no table of unanswered requests: requests in flight when this server dies will wait until the mount ends")
+		return nil
+	}
+	return conn.RecordUnanswered(f)
+}
+
+// failUnanswered answers with EIO the requests the servers before this one
+// read and left unanswered, which a kernel that refused to send them again
+// waits for, and returns how many it still waited for. EIO says that what
+// became of the request is unknown, which is the truth: the dead server
+// may have applied it (a write, an append, a rename) before it died. An
+// error that invites a blind retry (EINTR, EAGAIN) could apply an append
+// twice without the caller knowing.
+func failUnanswered(session *keeper.Session, conn *fs.Connection) int {
+	if !conn.RecordsUnanswered() {
+		slog.Warn("requests in flight when the previous server died are lost: their callers wait until the mount ends")
+		return 0
+	}
+	failed := session.Fail(conn.Unanswered(), syscall.EIO)
+	if failed > 0 {
+		slog.Warn("answered with EIO the requests the previous server read and did not answer", "requests", failed)
+	}
+	return failed
 }
 
 // checkMountpoint refuses a mountpoint that is missing, not a directory,

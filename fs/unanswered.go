@@ -1,0 +1,476 @@
+package fs
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// unansweredTable records the unique ids of the requests a server has
+// read and may not have answered yet, in a memory file the keeper owns, so
+// that the next server of the connection can answer them with an error
+// when the kernel cannot send them again (FUSE_NOTIFY_RESEND, Linux 6.9):
+// a request the kernel waits for an answer to would otherwise wait until
+// the mount ends. Answering an id is always safe then. The kernel never
+// reuses an id on a connection, and a reply to one it no longer waits for
+// is refused (ENOENT) and changes nothing; while no server reads, the
+// kernel waits only for the requests the dead server read. So the table
+// may list more than was left unanswered, never less: what matters is
+// that every request still unanswered is in it.
+//
+// A request is written in a slot of inFlight while the server works on it,
+// and into the ring of the last ones done when its layer returns; its
+// answer is written by go-fuse after that, and the ring keeps it until
+// recentSlots requests later. go-fuse reads a request before the layer
+// sees it, so a request in that gap is in no slot: the next server answers
+// as well every id within window of the highest recorded, on both sides
+// (ids rise as the kernel queues requests, and the server reads them
+// nearly in that order).
+//
+// Claiming and clearing a slot are single atomic operations on shared
+// memory, no system call: a server killed at any point leaves each slot
+// either empty or holding an id. One server at a time records into the
+// table, as for the handle table.
+type unansweredTable struct {
+	mem      []byte
+	inFlight []atomic.Uint64 // 0: free
+	recent   []atomic.Uint64 // the ring of the last requests done
+	next     atomic.Uint64   // where the next claim looks first
+	done     atomic.Uint64   // requests done, the ring's position
+}
+
+const (
+	// inFlightSlots bounds the requests recorded at once: a request that
+	// finds every slot taken (more threads waiting on the mount at once)
+	// is not recorded.
+	inFlightSlots = 1 << 12
+	// recentSlots is how many requests done the ring keeps.
+	recentSlots = 1 << 10
+	// unansweredWindow is how many ids on each side of the highest
+	// recorded one the next server answers: requests read and not yet
+	// recorded, or answered after their last record was overwritten.
+	unansweredWindow = 1 << 10
+
+	unansweredSize = (inFlightSlots + recentSlots) * 8
+)
+
+// idStep is the distance between two requests' ids: the kernel numbers
+// ordinary requests with even ids and an INTERRUPT with the id of the
+// request it interrupts plus one (FUSE_INT_REQ_BIT, Linux 5.0 or later).
+const idStep = 2
+
+// openUnansweredTable maps the table kept in f.
+func openUnansweredTable(f *os.File) (*unansweredTable, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("unanswered requests table: %w", err)
+	}
+	if st.Size < unansweredSize {
+		if err := f.Truncate(unansweredSize); err != nil {
+			return nil, fmt.Errorf("unanswered requests table: %w", err)
+		}
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, unansweredSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("unanswered requests table: %w", err)
+	}
+	words := unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&mem[0])), inFlightSlots+recentSlots)
+	return &unansweredTable{mem: mem, inFlight: words[:inFlightSlots], recent: words[inFlightSlots:]}, nil
+}
+
+// begin records request unique as read and unanswered, and returns its
+// slot for end; inFlightSlots when every slot is taken.
+func (t *unansweredTable) begin(unique uint64) uint32 {
+	start := t.next.Add(1)
+	for i := range uint64(inFlightSlots) {
+		slot := uint32((start + i) % inFlightSlots)
+		if t.inFlight[slot].CompareAndSwap(0, unique) {
+			return slot
+		}
+	}
+	return inFlightSlots
+}
+
+// end moves the request of slot to the ring of those done: its answer is
+// about to be written. The ring has it before the slot is freed.
+func (t *unansweredTable) end(slot uint32) {
+	if slot == inFlightSlots {
+		return
+	}
+	t.recent[(t.done.Add(1)-1)%recentSlots].Store(t.inFlight[slot].Load())
+	t.inFlight[slot].Store(0)
+}
+
+// unanswered lists, in increasing order, the ids the servers before this
+// one may have left unanswered: those in flight, those done last, and
+// those within unansweredWindow of the highest of them. Call it before the
+// server reads a request: it lists this server's own too.
+func (t *unansweredTable) unanswered() []uint64 {
+	var ids []uint64
+	var highest uint64
+	for _, words := range [][]atomic.Uint64{t.inFlight, t.recent} {
+		for i := range words {
+			if id := words[i].Load(); id != 0 {
+				ids = append(ids, id)
+				highest = max(highest, id)
+			}
+		}
+	}
+	if highest == 0 {
+		return nil
+	}
+	highest &^= idStep - 1
+	low := uint64(idStep)
+	if highest > low+unansweredWindow*idStep {
+		low = highest - unansweredWindow*idStep
+	}
+	for id := low; id <= highest+unansweredWindow*idStep; id += idStep {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// clear empties the table once what it listed is answered.
+func (t *unansweredTable) clear() {
+	for _, words := range [][]atomic.Uint64{t.inFlight, t.recent} {
+		for i := range words {
+			words[i].Store(0)
+		}
+	}
+}
+
+// RecordUnanswered makes this server record every request it reads, until
+// it answers it, in the table the keeper holds in f (unansweredTable), so
+// that the next server can answer with an error what this one leaves
+// unanswered. Call it before Recording, on a kernel that cannot send those
+// requests again (FUSE_NOTIFY_RESEND, Linux 6.9).
+func (c *Connection) RecordUnanswered(f *os.File) error {
+	t, err := openUnansweredTable(f)
+	if err != nil {
+		return err
+	}
+	c.unanswered = t
+	return nil
+}
+
+// Recording returns raw with the layer that records its requests above it
+// if RecordUnanswered was called, and raw itself otherwise (or on a nil
+// Connection: no keeper).
+func (c *Connection) Recording(raw fuse.RawFileSystem) fuse.RawFileSystem {
+	if !c.RecordsUnanswered() {
+		return raw
+	}
+	return &recorder{RawFileSystem: raw, t: c.unanswered}
+}
+
+// Unanswered lists, in increasing order, the unique ids of the requests
+// the servers before this one may have left unanswered: more than they
+// left, never less; nil if it does not record. Call it before the server
+// reads a request, answer each, then call ClearUnanswered.
+func (c *Connection) Unanswered() []uint64 {
+	if !c.RecordsUnanswered() {
+		return nil
+	}
+	return c.unanswered.unanswered()
+}
+
+// RecordsUnanswered reports whether RecordUnanswered was called.
+func (c *Connection) RecordsUnanswered() bool { return c != nil && c.unanswered != nil }
+
+// ClearUnanswered empties the table once what Unanswered listed is
+// answered: a server that dies before has the next answer them again.
+func (c *Connection) ClearUnanswered() {
+	if c.RecordsUnanswered() {
+		c.unanswered.clear()
+	}
+}
+
+// recorder is the RawFileSystem layer that writes every request with an
+// answer into the unanswered table while the layers below it serve it;
+// outermost, so that the least of go-fuse's work lies outside it. A
+// FORGET has no answer and is not recorded. It is installed only on a
+// kernel that cannot send requests again (Connection.RecordUnanswered):
+// on the others no request pays for it.
+type recorder struct {
+	fuse.RawFileSystem
+	t *unansweredTable
+}
+
+var _ = (fuse.RawFileSystem)((*recorder)(nil))
+
+func (r *recorder) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	s := r.t.begin(h.Unique)
+	st := r.RawFileSystem.Lookup(cancel, h, name, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.GetAttr(cancel, in, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.SetAttr(cancel, in, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Mknod(cancel, in, name, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Mkdir(cancel, in, name, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	s := r.t.begin(h.Unique)
+	st := r.RawFileSystem.Unlink(cancel, h, name)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	s := r.t.begin(h.Unique)
+	st := r.RawFileSystem.Rmdir(cancel, h, name)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Rename(cancel, in, oldName, newName)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Link(cancel, in, name, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	s := r.t.begin(h.Unique)
+	st := r.RawFileSystem.Symlink(cancel, h, target, name, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	s := r.t.begin(h.Unique)
+	b, st := r.RawFileSystem.Readlink(cancel, h)
+	r.t.end(s)
+	return b, st
+}
+
+func (r *recorder) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Access(cancel, in)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	s := r.t.begin(h.Unique)
+	n, st := r.RawFileSystem.GetXAttr(cancel, h, attr, dest)
+	r.t.end(s)
+	return n, st
+}
+
+func (r *recorder) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	s := r.t.begin(h.Unique)
+	n, st := r.RawFileSystem.ListXAttr(cancel, h, dest)
+	r.t.end(s)
+	return n, st
+}
+
+func (r *recorder) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.SetXAttr(cancel, in, attr, data)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	s := r.t.begin(h.Unique)
+	st := r.RawFileSystem.RemoveXAttr(cancel, h, attr)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Create(cancel, in, name, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Tmpfile(cancel, in, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Open(cancel, in, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	s := r.t.begin(in.Unique)
+	res, st := r.RawFileSystem.Read(cancel, in, buf)
+	r.t.end(s)
+	return res, st
+}
+
+func (r *recorder) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Lseek(cancel, in, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.GetLk(cancel, in, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.SetLk(cancel, in)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.SetLkw(cancel, in)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	s := r.t.begin(in.Unique)
+	r.RawFileSystem.Release(cancel, in)
+	r.t.end(s)
+}
+
+func (r *recorder) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	s := r.t.begin(in.Unique)
+	n, st := r.RawFileSystem.Write(cancel, in, data)
+	r.t.end(s)
+	return n, st
+}
+
+func (r *recorder) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
+	s := r.t.begin(in.Unique)
+	n, st := r.RawFileSystem.Writev(cancel, in, data)
+	r.t.end(s)
+	return n, st
+}
+
+func (r *recorder) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	s := r.t.begin(in.Unique)
+	n, st := r.RawFileSystem.CopyFileRange(cancel, in)
+	r.t.end(s)
+	return n, st
+}
+
+func (r *recorder) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, out *fuse.IoctlOut, outbuf []byte) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Ioctl(cancel, in, inbuf, out, outbuf)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Flush(cancel, in)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Fsync(cancel, in)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Fallocate(cancel, in)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.OpenDir(cancel, in, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.ReadDir(cancel, in, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.ReadDirPlus(cancel, in, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) ReleaseDir(in *fuse.ReleaseIn) {
+	s := r.t.begin(in.Unique)
+	r.RawFileSystem.ReleaseDir(in)
+	r.t.end(s)
+}
+
+func (r *recorder) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.FsyncDir(cancel, in)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	s := r.t.begin(h.Unique)
+	st := r.RawFileSystem.StatFs(cancel, h, out)
+	r.t.end(s)
+	return st
+}
+
+func (r *recorder) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
+	s := r.t.begin(in.Unique)
+	st := r.RawFileSystem.Statx(cancel, in, out)
+	r.t.end(s)
+	return st
+}
