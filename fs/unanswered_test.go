@@ -1,0 +1,193 @@
+package fs
+
+import (
+	"os"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// White-box: the table of unanswered requests, as a server records into it
+// and the next server of the connection reads it.
+
+// unansweredMemory is a memory file as the keeper makes for the table.
+func unansweredMemory(t *testing.T) *os.File {
+	t.Helper()
+	fd, err := unix.MemfdCreate("unanswered", 0)
+	if err != nil {
+		t.Fatalf("memfd_create: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "unanswered")
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func unansweredTableOf(t *testing.T, f *os.File) *unansweredTable {
+	t.Helper()
+	u, err := openUnansweredTable(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// id is the unique id the kernel gives its n-th request.
+func id(n uint64) uint64 { return n * idStep }
+
+// A server dies with requests in flight and others just done: the next
+// server, mapping the same memory, lists every one of them, the ids near
+// the highest (read and not yet recorded), and nothing else; once cleared,
+// nothing.
+func TestUnansweredListsWhatTheDeadServerLeft(t *testing.T) {
+	mem := unansweredMemory(t)
+	dead := unansweredTableOf(t, mem)
+	const long = 10 // in flight since long before the others
+	dead.begin(id(long))
+	for n := uint64(5000); n < 5000+2*recentSlots; n++ {
+		dead.end(dead.begin(id(n)))
+	}
+	dead.begin(id(9000))
+	dead.begin(id(9001))
+
+	next := unansweredTableOf(t, mem)
+	got := next.unanswered()
+	highest := id(9001)
+	for _, tc := range []struct {
+		what string
+		id   uint64
+		want bool
+	}{
+		{"in flight for long", id(long), true},
+		{"in flight", id(9000), true},
+		{"in flight, the highest", highest, true},
+		{"done last", id(5000 + 2*recentSlots - 1), true},
+		{"done recentSlots requests ago", id(5000 + recentSlots), true},
+		{"done more than recentSlots requests ago, far below the highest", id(5000), false},
+		{"the lowest of the window", highest - unansweredWindow*idStep, true},
+		{"below the window", highest - (unansweredWindow+1)*idStep, false},
+		{"above the highest: read, not yet recorded", highest + idStep, true},
+		{"the highest of the window", highest + unansweredWindow*idStep, true},
+		{"above the window", highest + (unansweredWindow+1)*idStep, false},
+		{"an interrupt's id", highest + 1, false},
+	} {
+		if _, found := slices.BinarySearch(got, tc.id); found != tc.want {
+			t.Errorf("%s (id %d): listed %v, want %v", tc.what, tc.id, found, tc.want)
+		}
+	}
+	if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+		t.Errorf("the list is not sorted without duplicates")
+	}
+	next.clear()
+	if got := next.unanswered(); len(got) != 0 {
+		t.Errorf("after clear: %d ids listed, want none", len(got))
+	}
+}
+
+// The window stops at the first id the kernel gives.
+func TestUnansweredWindowStartsAtTheFirstRequest(t *testing.T) {
+	u := unansweredTableOf(t, unansweredMemory(t))
+	u.begin(id(3))
+	got := u.unanswered()
+	if got[0] != id(1) {
+		t.Fatalf("the lowest id listed is %d, want %d", got[0], id(1))
+	}
+}
+
+// With every slot taken, a request is not recorded, and its end frees no
+// other request's slot.
+func TestUnansweredFullTable(t *testing.T) {
+	u := unansweredTableOf(t, unansweredMemory(t))
+	for n := range uint64(inFlightSlots) {
+		if s := u.begin(id(n + 1)); s == inFlightSlots {
+			t.Fatalf("request %d found no slot of %d", n+1, inFlightSlots)
+		}
+	}
+	s := u.begin(id(inFlightSlots + 1))
+	if s != inFlightSlots {
+		t.Fatalf("a request beyond %d in flight got slot %d", inFlightSlots, s)
+	}
+	u.end(s)
+	for i := range u.inFlight {
+		if u.inFlight[i].Load() == 0 {
+			t.Fatalf("slot %d was freed by a request that had none", i)
+		}
+	}
+}
+
+// Requests recorded and done from many goroutines at once: while each is
+// in flight, the table lists it, and none takes another's slot.
+func TestUnansweredConcurrentRequests(t *testing.T) {
+	u := unansweredTableOf(t, unansweredMemory(t))
+	const workers, each = 8, 2000
+	var wg sync.WaitGroup
+	errs := make(chan uint64, workers)
+	for w := range uint64(workers) {
+		wg.Go(func() {
+			for n := range uint64(each) {
+				unique := id(w*each + n + 1)
+				s := u.begin(unique)
+				if u.inFlight[s].Load() != unique {
+					errs <- unique
+					return
+				}
+				u.end(s)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for unique := range errs {
+		t.Errorf("request %d lost its slot while in flight", unique)
+	}
+	for i := range u.inFlight {
+		if v := u.inFlight[i].Load(); v != 0 {
+			t.Errorf("slot %d holds %d after every request was done", i, v)
+		}
+	}
+}
+
+// The recorder layer records a request while the layers below serve it,
+// and keeps it among those done after: its answer is written after the
+// layer returns.
+func TestRecorderRecordsWhileServing(t *testing.T) {
+	c := &Connection{}
+	if err := c.RecordUnanswered(unansweredMemory(t)); err != nil {
+		t.Fatal(err)
+	}
+	inner := &listingFS{t: c.unanswered}
+	raw := c.Recording(inner)
+	const unique = 42
+	var out fuse.AttrOut
+	raw.GetAttr(nil, &fuse.GetAttrIn{InHeader: fuse.InHeader{Unique: unique}}, &out)
+	if !slices.Contains(inner.during, unique) {
+		t.Errorf("while served, the table listed %v, not the request", inner.during)
+	}
+	if !slices.Contains(c.Unanswered(), unique) {
+		t.Errorf("once served, the table lists no request %d: its answer is not written yet", unique)
+	}
+	raw.Forget(7, 1)
+	if inner.forgets != 1 {
+		t.Errorf("the FORGET was not passed on")
+	}
+	if (&Connection{}).Recording(inner) != fuse.RawFileSystem(inner) {
+		t.Errorf("a connection that does not record added a layer")
+	}
+}
+
+// listingFS notes what the table listed while it served a GETATTR.
+type listingFS struct {
+	fuse.RawFileSystem
+	t       *unansweredTable
+	during  []uint64
+	forgets int
+}
+
+func (l *listingFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	l.during = l.t.unanswered()
+	return fuse.OK
+}
+
+func (l *listingFS) Forget(nodeid, nlookup uint64) { l.forgets++ }
