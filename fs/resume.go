@@ -22,8 +22,11 @@ type Connection struct {
 	handles    *handleTable
 	layer      *resumer
 	// unanswered records the requests read and not answered yet; nil
-	// unless RecordUnanswered.
+	// unless RecordUnanswered. staleNodes and staleNames are what those
+	// that earlier servers left were on (Unanswered, Invalidate).
 	unanswered *unansweredTable
+	staleNodes []uint64
+	staleNames []staleName
 }
 
 // NewConnection maps the handle table kept in f for the server of

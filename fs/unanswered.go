@@ -32,23 +32,48 @@ import (
 // (ids rise as the kernel queues requests, and the server reads them
 // nearly in that order).
 //
+// A slot also says which node the request is on and which names it
+// changes: the dead server may have changed them before it died, and the
+// kernel, given an error, keeps what it cached of them (a name it looked
+// up as missing, for --cache-timeout), so the next server tells it to drop
+// those (Connection.Invalidate).
+//
 // Claiming and clearing a slot are single atomic operations on shared
 // memory, no system call: a server killed at any point leaves each slot
-// either empty or holding an id. One server at a time records into the
-// table, as for the handle table.
+// either empty or holding an id. A slot's node and names are written after
+// its claim: a server killed between leaves the names of the slot's
+// previous request, whose invalidation costs the kernel a lookup and is
+// otherwise harmless. One server at a time records into the table, as for
+// the handle table.
 type unansweredTable struct {
 	mem      []byte
-	inFlight []atomic.Uint64 // 0: free
+	inFlight []unansweredSlot
 	recent   []atomic.Uint64 // the ring of the last requests done
 	next     atomic.Uint64   // where the next claim looks first
 	done     atomic.Uint64   // requests done, the ring's position
+}
+
+// unansweredSlot is one request in flight; 576 bytes.
+type unansweredSlot struct {
+	unique atomic.Uint64 // 0: a free slot
+	node   uint64        // the node the request is on
+	// names are the entries it changes (a rename's two), parent 0 for
+	// none.
+	names [2]slotName
+	_     [16]byte
+}
+
+type slotName struct {
+	parent uint64
+	len    uint64
+	name   [256]byte
 }
 
 const (
 	// inFlightSlots bounds the requests recorded at once: a request that
 	// finds every slot taken (more threads waiting on the mount at once)
 	// is not recorded.
-	inFlightSlots = 1 << 12
+	inFlightSlots = 1 << 11
 	// recentSlots is how many requests done the ring keeps.
 	recentSlots = 1 << 10
 	// unansweredWindow is how many ids on each side of the highest
@@ -56,7 +81,7 @@ const (
 	// recorded, or answered after their last record was overwritten.
 	unansweredWindow = 1 << 10
 
-	unansweredSize = (inFlightSlots + recentSlots) * 8
+	unansweredSize = inFlightSlots*int(unsafe.Sizeof(unansweredSlot{})) + recentSlots*8
 )
 
 // idStep is the distance between two requests' ids: the kernel numbers
@@ -70,8 +95,8 @@ func openUnansweredTable(f *os.File) (*unansweredTable, error) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, fmt.Errorf("unanswered requests table: %w", err)
 	}
-	if st.Size < unansweredSize {
-		if err := f.Truncate(unansweredSize); err != nil {
+	if st.Size < int64(unansweredSize) {
+		if err := f.Truncate(int64(unansweredSize)); err != nil {
 			return nil, fmt.Errorf("unanswered requests table: %w", err)
 		}
 	}
@@ -79,21 +104,36 @@ func openUnansweredTable(f *os.File) (*unansweredTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("unanswered requests table: %w", err)
 	}
-	words := unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&mem[0])), inFlightSlots+recentSlots)
-	return &unansweredTable{mem: mem, inFlight: words[:inFlightSlots], recent: words[inFlightSlots:]}, nil
+	slots := unsafe.Slice((*unansweredSlot)(unsafe.Pointer(&mem[0])), inFlightSlots)
+	ring := unsafe.Pointer(&mem[inFlightSlots*int(unsafe.Sizeof(unansweredSlot{}))])
+	return &unansweredTable{mem: mem, inFlight: slots, recent: unsafe.Slice((*atomic.Uint64)(ring), recentSlots)}, nil
 }
 
-// begin records request unique as read and unanswered, and returns its
-// slot for end; inFlightSlots when every slot is taken.
-func (t *unansweredTable) begin(unique uint64) uint32 {
+// begin records request unique, on node, as read and unanswered, and
+// returns its slot for name and end; inFlightSlots when every slot is
+// taken.
+func (t *unansweredTable) begin(unique, node uint64) uint32 {
 	start := t.next.Add(1)
 	for i := range uint64(inFlightSlots) {
 		slot := uint32((start + i) % inFlightSlots)
-		if t.inFlight[slot].CompareAndSwap(0, unique) {
+		if s := &t.inFlight[slot]; s.unique.CompareAndSwap(0, unique) {
+			s.node = node
+			s.names[0].parent, s.names[1].parent = 0, 0
 			return slot
 		}
 	}
 	return inFlightSlots
+}
+
+// name records the i-th name (0 or 1) the request of slot changes: name in
+// directory parent.
+func (t *unansweredTable) name(slot uint32, i int, parent uint64, name string) {
+	if slot == inFlightSlots {
+		return
+	}
+	n := &t.inFlight[slot].names[i]
+	n.len = uint64(copy(n.name[:], name))
+	n.parent = parent
 }
 
 // end moves the request of slot to the ring of those done: its answer is
@@ -102,8 +142,8 @@ func (t *unansweredTable) end(slot uint32) {
 	if slot == inFlightSlots {
 		return
 	}
-	t.recent[(t.done.Add(1)-1)%recentSlots].Store(t.inFlight[slot].Load())
-	t.inFlight[slot].Store(0)
+	t.recent[(t.done.Add(1)-1)%recentSlots].Store(t.inFlight[slot].unique.Load())
+	t.inFlight[slot].unique.Store(0)
 }
 
 // unanswered lists, in increasing order, the ids the servers before this
@@ -112,14 +152,19 @@ func (t *unansweredTable) end(slot uint32) {
 // server reads a request: it lists this server's own too.
 func (t *unansweredTable) unanswered() []uint64 {
 	var ids []uint64
-	var highest uint64
-	for _, words := range [][]atomic.Uint64{t.inFlight, t.recent} {
-		for i := range words {
-			if id := words[i].Load(); id != 0 {
-				ids = append(ids, id)
-				highest = max(highest, id)
-			}
+	for i := range t.inFlight {
+		if id := t.inFlight[i].unique.Load(); id != 0 {
+			ids = append(ids, id)
 		}
+	}
+	for i := range t.recent {
+		if id := t.recent[i].Load(); id != 0 {
+			ids = append(ids, id)
+		}
+	}
+	highest := uint64(0)
+	if len(ids) > 0 {
+		highest = slices.Max(ids)
 	}
 	if highest == 0 {
 		return nil
@@ -136,12 +181,36 @@ func (t *unansweredTable) unanswered() []uint64 {
 	return slices.Compact(ids)
 }
 
+// stale lists the nodes and the names the requests in flight were on.
+func (t *unansweredTable) stale() (nodes []uint64, names []staleName) {
+	for i := range t.inFlight {
+		s := &t.inFlight[i]
+		if s.unique.Load() == 0 {
+			continue
+		}
+		nodes = append(nodes, s.node)
+		for _, n := range s.names {
+			if n.parent != 0 {
+				names = append(names, staleName{n.parent, string(n.name[:min(n.len, uint64(len(n.name)))])})
+			}
+		}
+	}
+	return nodes, names
+}
+
+// staleName is a name a request in flight may have changed.
+type staleName struct {
+	parent uint64
+	name   string
+}
+
 // clear empties the table once what it listed is answered.
 func (t *unansweredTable) clear() {
-	for _, words := range [][]atomic.Uint64{t.inFlight, t.recent} {
-		for i := range words {
-			words[i].Store(0)
-		}
+	for i := range t.inFlight {
+		t.inFlight[i].unique.Store(0)
+	}
+	for i := range t.recent {
+		t.recent[i].Store(0)
 	}
 }
 
@@ -177,7 +246,29 @@ func (c *Connection) Unanswered() []uint64 {
 	if !c.RecordsUnanswered() {
 		return nil
 	}
+	c.staleNodes, c.staleNames = c.unanswered.stale()
 	return c.unanswered.unanswered()
+}
+
+// Invalidate tells the kernel to drop what it caches of the nodes and the
+// names the requests Unanswered listed were on (attributes, content, a
+// directory's listing, an entry): the dead server may have changed them,
+// and the kernel, given an error, keeps what it had. Run it once the
+// server serves, not before: to drop a name, the kernel takes its
+// directory's lock, which a request waiting for this server may hold. It
+// returns how many nodes and names it dropped.
+func (c *Connection) Invalidate(srv *fuse.Server) (nodes, names int) {
+	for _, n := range c.staleNodes {
+		if srv.InodeNotify(n, 0, 0).Ok() {
+			nodes++
+		}
+	}
+	for _, e := range c.staleNames {
+		if srv.EntryNotify(e.parent, e.name).Ok() {
+			names++
+		}
+	}
+	return nodes, names
 }
 
 // RecordsUnanswered reports whether RecordUnanswered was called.
@@ -205,271 +296,280 @@ type recorder struct {
 var _ = (fuse.RawFileSystem)((*recorder)(nil))
 
 func (r *recorder) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	s := r.t.begin(h.Unique)
+	s := r.t.begin(h.Unique, h.NodeId)
 	st := r.RawFileSystem.Lookup(cancel, h, name, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.GetAttr(cancel, in, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.SetAttr(cancel, in, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
+	r.t.name(s, 0, in.NodeId, name)
 	st := r.RawFileSystem.Mknod(cancel, in, name, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
+	r.t.name(s, 0, in.NodeId, name)
 	st := r.RawFileSystem.Mkdir(cancel, in, name, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	s := r.t.begin(h.Unique)
+	s := r.t.begin(h.Unique, h.NodeId)
+	r.t.name(s, 0, h.NodeId, name)
 	st := r.RawFileSystem.Unlink(cancel, h, name)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	s := r.t.begin(h.Unique)
+	s := r.t.begin(h.Unique, h.NodeId)
+	r.t.name(s, 0, h.NodeId, name)
 	st := r.RawFileSystem.Rmdir(cancel, h, name)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
+	r.t.name(s, 0, in.NodeId, oldName)
+	r.t.name(s, 1, in.Newdir, newName)
 	st := r.RawFileSystem.Rename(cancel, in, oldName, newName)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.Oldnodeid)
+	r.t.name(s, 0, in.NodeId, name)
 	st := r.RawFileSystem.Link(cancel, in, name, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	s := r.t.begin(h.Unique)
+	s := r.t.begin(h.Unique, h.NodeId)
+	r.t.name(s, 0, h.NodeId, name)
 	st := r.RawFileSystem.Symlink(cancel, h, target, name, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
-	s := r.t.begin(h.Unique)
+	s := r.t.begin(h.Unique, h.NodeId)
 	b, st := r.RawFileSystem.Readlink(cancel, h)
 	r.t.end(s)
 	return b, st
 }
 
 func (r *recorder) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.Access(cancel, in)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
-	s := r.t.begin(h.Unique)
+	s := r.t.begin(h.Unique, h.NodeId)
 	n, st := r.RawFileSystem.GetXAttr(cancel, h, attr, dest)
 	r.t.end(s)
 	return n, st
 }
 
 func (r *recorder) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	s := r.t.begin(h.Unique)
+	s := r.t.begin(h.Unique, h.NodeId)
 	n, st := r.RawFileSystem.ListXAttr(cancel, h, dest)
 	r.t.end(s)
 	return n, st
 }
 
 func (r *recorder) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.SetXAttr(cancel, in, attr, data)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
-	s := r.t.begin(h.Unique)
+	s := r.t.begin(h.Unique, h.NodeId)
 	st := r.RawFileSystem.RemoveXAttr(cancel, h, attr)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
+	r.t.name(s, 0, in.NodeId, name)
 	st := r.RawFileSystem.Create(cancel, in, name, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.Tmpfile(cancel, in, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.Open(cancel, in, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	res, st := r.RawFileSystem.Read(cancel, in, buf)
 	r.t.end(s)
 	return res, st
 }
 
 func (r *recorder) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.Lseek(cancel, in, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.GetLk(cancel, in, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.SetLk(cancel, in)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.SetLkw(cancel, in)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	r.RawFileSystem.Release(cancel, in)
 	r.t.end(s)
 }
 
 func (r *recorder) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	n, st := r.RawFileSystem.Write(cancel, in, data)
 	r.t.end(s)
 	return n, st
 }
 
 func (r *recorder) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	n, st := r.RawFileSystem.Writev(cancel, in, data)
 	r.t.end(s)
 	return n, st
 }
 
 func (r *recorder) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	n, st := r.RawFileSystem.CopyFileRange(cancel, in)
 	r.t.end(s)
 	return n, st
 }
 
 func (r *recorder) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, out *fuse.IoctlOut, outbuf []byte) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.Ioctl(cancel, in, inbuf, out, outbuf)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.Flush(cancel, in)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.Fsync(cancel, in)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.Fallocate(cancel, in)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.OpenDir(cancel, in, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.ReadDir(cancel, in, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.ReadDirPlus(cancel, in, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) ReleaseDir(in *fuse.ReleaseIn) {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	r.RawFileSystem.ReleaseDir(in)
 	r.t.end(s)
 }
 
 func (r *recorder) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.FsyncDir(cancel, in)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	s := r.t.begin(h.Unique)
+	s := r.t.begin(h.Unique, h.NodeId)
 	st := r.RawFileSystem.StatFs(cancel, h, out)
 	r.t.end(s)
 	return st
 }
 
 func (r *recorder) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
-	s := r.t.begin(in.Unique)
+	s := r.t.begin(in.Unique, in.NodeId)
 	st := r.RawFileSystem.Statx(cancel, in, out)
 	r.t.end(s)
 	return st

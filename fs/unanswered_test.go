@@ -45,12 +45,12 @@ func TestUnansweredListsWhatTheDeadServerLeft(t *testing.T) {
 	mem := unansweredMemory(t)
 	dead := unansweredTableOf(t, mem)
 	const long = 10 // in flight since long before the others
-	dead.begin(id(long))
+	dead.begin(id(long), 1)
 	for n := uint64(5000); n < 5000+2*recentSlots; n++ {
-		dead.end(dead.begin(id(n)))
+		dead.end(dead.begin(id(n), 1))
 	}
-	dead.begin(id(9000))
-	dead.begin(id(9001))
+	dead.begin(id(9000), 1)
+	dead.begin(id(9001), 1)
 
 	next := unansweredTableOf(t, mem)
 	got := next.unanswered()
@@ -89,7 +89,7 @@ func TestUnansweredListsWhatTheDeadServerLeft(t *testing.T) {
 // The window stops at the first id the kernel gives.
 func TestUnansweredWindowStartsAtTheFirstRequest(t *testing.T) {
 	u := unansweredTableOf(t, unansweredMemory(t))
-	u.begin(id(3))
+	u.begin(id(3), 1)
 	got := u.unanswered()
 	if got[0] != id(1) {
 		t.Fatalf("the lowest id listed is %d, want %d", got[0], id(1))
@@ -101,17 +101,17 @@ func TestUnansweredWindowStartsAtTheFirstRequest(t *testing.T) {
 func TestUnansweredFullTable(t *testing.T) {
 	u := unansweredTableOf(t, unansweredMemory(t))
 	for n := range uint64(inFlightSlots) {
-		if s := u.begin(id(n + 1)); s == inFlightSlots {
+		if s := u.begin(id(n + 1), 1); s == inFlightSlots {
 			t.Fatalf("request %d found no slot of %d", n+1, inFlightSlots)
 		}
 	}
-	s := u.begin(id(inFlightSlots + 1))
+	s := u.begin(id(inFlightSlots + 1), 1)
 	if s != inFlightSlots {
 		t.Fatalf("a request beyond %d in flight got slot %d", inFlightSlots, s)
 	}
 	u.end(s)
 	for i := range u.inFlight {
-		if u.inFlight[i].Load() == 0 {
+		if u.inFlight[i].unique.Load() == 0 {
 			t.Fatalf("slot %d was freed by a request that had none", i)
 		}
 	}
@@ -128,8 +128,8 @@ func TestUnansweredConcurrentRequests(t *testing.T) {
 		wg.Go(func() {
 			for n := range uint64(each) {
 				unique := id(w*each + n + 1)
-				s := u.begin(unique)
-				if u.inFlight[s].Load() != unique {
+				s := u.begin(unique, 1)
+				if u.inFlight[s].unique.Load() != unique {
 					errs <- unique
 					return
 				}
@@ -143,7 +143,7 @@ func TestUnansweredConcurrentRequests(t *testing.T) {
 		t.Errorf("request %d lost its slot while in flight", unique)
 	}
 	for i := range u.inFlight {
-		if v := u.inFlight[i].Load(); v != 0 {
+		if v := u.inFlight[i].unique.Load(); v != 0 {
 			t.Errorf("slot %d holds %d after every request was done", i, v)
 		}
 	}

@@ -18,8 +18,8 @@ import (
 // before 6.9, played here with keeper.NoResendEnvVar), the next server
 // answers it with EIO before it serves, instead of leaving the caller
 // waiting until the mount ends: the caller sees EIO for a mkdir that was
-// made (which the kernel may not show until its caches of names expire),
-// and the mount serves on. With resend (this kernel's own), the same
+// made, which the kernel shows once the next server has dropped what it
+// cached of the name; and the mount serves on. With resend (this kernel's own), the same
 // mkdir succeeds, answered by the next server from its reply record.
 func TestKeeperFailsARequestItCannotResend(t *testing.T) {
 	m := mountFS(t)
@@ -37,10 +37,6 @@ func TestKeeperFailsARequestItCannotResend(t *testing.T) {
 			if tc.want == 0 && !keeper.KernelResends() {
 				t.Skip("the kernel cannot send a request again (Linux 6.9)")
 			}
-			// The kernel caches the name as absent, from the lookup
-			// before the mkdir, and nothing tells it otherwise when the
-			// mkdir fails: with no cache, a stat asks the server.
-			m.Args = []string{"--cache-timeout", "0"}
 			m.Env = append([]string{crashpoint.EnvVar + "=" + crashpoint.ReplyCommitted}, tc.env...)
 			m.Start()
 			defer m.Unmount()
@@ -63,6 +59,9 @@ func TestKeeperFailsARequestItCannotResend(t *testing.T) {
 			waitLogLine(t, m, 10*time.Second, "resumed the FUSE connection", "generation=2", tc.resend)
 			if tc.want != 0 {
 				waitLogLine(t, m, time.Second, "resumed the FUSE connection", "failed=1")
+				// The kernel cached the name as missing (the lookup
+				// before the mkdir), for --cache-timeout.
+				waitLogLine(t, m, 10*time.Second, "dropped the kernel's caches", "names=1")
 			}
 			st, err := os.Stat(dir)
 			require.NoError(t, err, "the directory the dead server made")

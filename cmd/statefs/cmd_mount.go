@@ -410,6 +410,12 @@ func serveFUSE(mnt string, raw fuse.RawFileSystem, opts *fuse.MountOptions, sess
 		server.Serve()
 		close(done)
 	}()
+	if resumed.Failed > 0 {
+		go func() {
+			nodes, names := conn.Invalidate(server)
+			slog.Info("dropped the kernel's caches of what the requests answered with EIO were on", "nodes", nodes, "names", names)
+		}()
+	}
 	if session == nil {
 		if err := server.WaitMount(); err != nil {
 			return nil, nil, resumed, err
