@@ -191,3 +191,51 @@ func (l *listingFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fus
 }
 
 func (l *listingFS) Forget(nodeid, nlookup uint64) { l.forgets++ }
+
+// A request in flight leaves the node it is on and the names it changes
+// (a rename's two) for the next server to invalidate; one done leaves
+// none.
+func TestUnansweredStaleNodesAndNames(t *testing.T) {
+	mem := unansweredMemory(t)
+	c := &Connection{}
+	if err := c.RecordUnanswered(mem); err != nil {
+		t.Fatal(err)
+	}
+	inner := &renamingFS{entered: make(chan struct{}), block: make(chan struct{})}
+	t.Cleanup(func() { close(inner.block) })
+	raw := c.Recording(inner)
+	raw.Mkdir(nil, &fuse.MkdirIn{InHeader: fuse.InHeader{Unique: id(1), NodeId: 4}}, "done", &fuse.EntryOut{})
+	go raw.Rename(nil, &fuse.RenameIn{InHeader: fuse.InHeader{Unique: id(2), NodeId: 5}, Newdir: 6}, "from", "to")
+	<-inner.entered
+
+	next := &Connection{}
+	if err := next.RecordUnanswered(mem); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(next.Unanswered(), id(2)) {
+		t.Fatalf("the rename in flight is not listed")
+	}
+	if want := []uint64{5}; !slices.Equal(next.staleNodes, want) {
+		t.Errorf("stale nodes %v, want %v", next.staleNodes, want)
+	}
+	if want := []staleName{{5, "from"}, {6, "to"}}; !slices.Equal(next.staleNames, want) {
+		t.Errorf("stale names %v, want %v", next.staleNames, want)
+	}
+}
+
+// renamingFS serves a mkdir, and a rename that waits for block, as one its
+// server died in.
+type renamingFS struct {
+	fuse.RawFileSystem
+	entered, block chan struct{}
+}
+
+func (r *renamingFS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	return fuse.OK
+}
+
+func (r *renamingFS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	close(r.entered)
+	<-r.block
+	return fuse.OK
+}
