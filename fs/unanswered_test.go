@@ -4,6 +4,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -238,4 +239,24 @@ func (r *renamingFS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, 
 	close(r.entered)
 	<-r.block
 	return fuse.OK
+}
+
+// What a request pays for being recorded, on a kernel without resend.
+func BenchmarkUnansweredRecord(b *testing.B) {
+	fd, err := unix.MemfdCreate("unanswered", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "unanswered")
+	defer f.Close()
+	u, err := openUnansweredTable(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Uint64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			u.end(u.begin(id(n.Add(1)), 1))
+		}
+	})
 }
