@@ -102,11 +102,11 @@ func TestUnansweredWindowStartsAtTheFirstRequest(t *testing.T) {
 func TestUnansweredFullTable(t *testing.T) {
 	u := unansweredTableOf(t, unansweredMemory(t))
 	for n := range uint64(inFlightSlots) {
-		if s := u.begin(id(n + 1), 1); s == inFlightSlots {
+		if s := u.begin(id(n+1), 1); s == inFlightSlots {
 			t.Fatalf("request %d found no slot of %d", n+1, inFlightSlots)
 		}
 	}
-	s := u.begin(id(inFlightSlots + 1), 1)
+	s := u.begin(id(inFlightSlots+1), 1)
 	if s != inFlightSlots {
 		t.Fatalf("a request beyond %d in flight got slot %d", inFlightSlots, s)
 	}
