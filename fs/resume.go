@@ -14,8 +14,10 @@ import (
 )
 
 // Connection is what a server is told of the FUSE connection it serves
-// under a keeper: which server it is, and the table of the kernel's file
-// handles that the keeper holds for every server (handleTable).
+// under a keeper: which server it is, the table of the kernel's file
+// handles that the keeper holds for every server (handleTable), and, on a
+// kernel that cannot send requests again, the table of the requests read
+// and not yet answered (unansweredTable).
 type Connection struct {
 	// Generation counts the servers of the connection, from 1.
 	Generation uint64

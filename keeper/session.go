@@ -184,8 +184,14 @@ func KernelResends() bool {
 	if unix.Uname(&u) != nil {
 		return false
 	}
+	return releaseResends(unix.ByteSliceToString(u.Release[:]))
+}
+
+// releaseResends reports whether a Linux release (uname -r) is 6.9 or
+// later; false for one it cannot read.
+func releaseResends(release string) bool {
 	var major, minor int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
 		return false
 	}
 	return major > 6 || major == 6 && minor >= 9
@@ -194,8 +200,10 @@ func KernelResends() bool {
 // Fail answers each request of uniques with errno, as the server that read
 // it would have answered a failure, and returns how many the kernel still
 // waited for: it refuses (ENOENT) an answer to one it does not wait for,
-// which changes nothing. Call it before Serve, so that the kernel waits
-// only for requests dead servers read.
+// which changes nothing. Call it before Serve, and only while no other
+// server reads or answers on the connection (the one before has exited):
+// the kernel then waits only for requests dead servers read, and an
+// answer can reach no other.
 func (s *Session) Fail(uniques []uint64, errno syscall.Errno) int {
 	failed := 0
 	for _, u := range uniques {
@@ -209,7 +217,10 @@ func (s *Session) Fail(uniques []uint64, errno syscall.Errno) int {
 		case err == nil:
 			failed++
 		case !errors.Is(err, syscall.ENOENT):
-			slog.Warn("answering a request a dead server left", "unique", u, "err", err)
+			// The connection is gone or refuses answers: so would it
+			// the rest.
+			slog.Warn("answering the requests a dead server left", "unique", u, "err", err)
+			return failed
 		}
 	}
 	return failed
