@@ -1,7 +1,13 @@
 package test
 
 import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -70,4 +76,91 @@ func TestKeeperFailsARequestItCannotResend(t *testing.T) {
 			requireContent(t, m.Path(tc.name, "after"), []byte("served on"))
 		})
 	}
+}
+
+// Without resend, the server SIGKILLed five times at random moments under
+// clients that stat, list, create, write, fsync and remove: every call
+// returns, with success or EIO (or, for a name whose last call got EIO,
+// with what that call may have done: ENOENT, EEXIST), none waits for a dead
+// server, and the mount serves on after each kill.
+func TestKilledServersLeaveNoCallerWaitingWithoutResend(t *testing.T) {
+	m := mountFS(t)
+	m.Unmount()
+	m.Env = []string{keeper.NoResendEnvVar + "=1"}
+	m.Start()
+	rng := rand.New(rand.NewPCG(crashSeed(t), 0))
+
+	var stop atomic.Bool
+	var clients sync.WaitGroup
+	var calls, eio atomic.Int64
+	doing := make([]atomic.Value, 4)
+	unexpected := make(chan error, 64)
+	check := func(err error, tainted bool, what string) bool {
+		calls.Add(1)
+		switch {
+		case err == nil:
+			return false
+		case errors.Is(err, syscall.EIO):
+			eio.Add(1)
+			return true
+		case tainted && (errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrExist)):
+			return false
+		}
+		select {
+		case unexpected <- fmt.Errorf("%s: %w", what, err):
+		default:
+		}
+		return false
+	}
+	for c := range doing {
+		doing[c].Store("nothing yet")
+		dir := m.Path(fmt.Sprintf("client-%d", c))
+		require.NoError(t, os.Mkdir(dir, 0o755))
+		clients.Go(func() {
+			tainted := map[string]bool{}
+			for i := 0; !stop.Load(); i++ {
+				name := filepath.Join(dir, fmt.Sprintf("f%d", i%8))
+				doing[c].Store("stat and list")
+				_, err := os.Stat(dir)
+				check(err, false, "stat")
+				_, err = os.ReadDir(dir)
+				check(err, false, "readdir")
+				doing[c].Store("create, write and fsync " + name)
+				tainted[name] = check(createSynced(name, []byte("written")), tainted[name], "create "+name) || tainted[name]
+				doing[c].Store("rename " + name)
+				tainted[name] = check(os.Rename(name, name+".moved"), tainted[name], "rename "+name) || tainted[name]
+				doing[c].Store("remove " + name)
+				if !check(os.Remove(name+".moved"), tainted[name], "remove "+name) {
+					delete(tainted, name)
+				}
+			}
+			doing[c].Store("done")
+		})
+	}
+	const kills = 5
+	for k := range kills {
+		time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(800*time.Millisecond))))
+		require.NoError(t, syscall.Kill(m.ServerPID(), syscall.SIGKILL))
+		waitLogLine(t, m, 10*time.Second, "resumed the FUSE connection", fmt.Sprintf("generation=%d", k+2), "resend=refused")
+	}
+	stop.Store(true)
+	finished := make(chan struct{})
+	go func() { clients.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(15 * time.Second):
+		for c := range doing {
+			if d := doing[c].Load(); d != "done" {
+				t.Errorf("client %d still waits 15s after the last kill, in: %v", c, d)
+			}
+		}
+		t.FailNow()
+	}
+	close(unexpected)
+	for err := range unexpected {
+		t.Errorf("a client saw %v", err)
+	}
+	t.Logf("%d calls, %d answered EIO, over %d kills", calls.Load(), eio.Load(), kills)
+	writeSynced(t, m.Path("after"), []byte("served on"))
+	requireContent(t, m.Path("after"), []byte("served on"))
 }
