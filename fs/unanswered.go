@@ -60,7 +60,9 @@ type unansweredSlot struct {
 	// names are the entries it changes (a rename's two), parent 0 for
 	// none.
 	names [2]slotName
-	_     [16]byte
+	// For a RELEASE or RELEASEDIR, the kernel's handle number and the
+	// request that opened it (the handle table's unique); 0 otherwise.
+	fh, opened uint64
 }
 
 type slotName struct {
@@ -119,6 +121,7 @@ func (t *unansweredTable) begin(unique, node uint64) uint32 {
 		if s := &t.inFlight[slot]; s.unique.CompareAndSwap(0, unique) {
 			s.node = node
 			s.names[0].parent, s.names[1].parent = 0, 0
+			s.fh, s.opened = 0, 0
 			return slot
 		}
 	}
@@ -134,6 +137,15 @@ func (t *unansweredTable) name(slot uint32, i int, parent uint64, name string) {
 	n := &t.inFlight[slot].names[i]
 	n.len = uint64(copy(n.name[:], name))
 	n.parent = parent
+}
+
+// releasing records that the request of slot releases the kernel's handle
+// fh, which request opened made.
+func (t *unansweredTable) releasing(slot uint32, fh, opened uint64) {
+	if slot == inFlightSlots {
+		return
+	}
+	t.inFlight[slot].fh, t.inFlight[slot].opened = fh, opened
 }
 
 // end moves the request of slot to the ring of those done: its answer is
@@ -198,6 +210,17 @@ func (t *unansweredTable) stale() (nodes []uint64, names []staleName) {
 	return nodes, names
 }
 
+// releases lists the handles the releases in flight release, each with
+// the request that opened it.
+func (t *unansweredTable) releases() (fhs, opened []uint64) {
+	for i := range t.inFlight {
+		if s := &t.inFlight[i]; s.unique.Load() != 0 && s.opened != 0 {
+			fhs, opened = append(fhs, s.fh), append(opened, s.opened)
+		}
+	}
+	return fhs, opened
+}
+
 // staleName is a name a request in flight may have changed.
 type staleName struct {
 	parent uint64
@@ -235,7 +258,33 @@ func (c *Connection) Recording(raw fuse.RawFileSystem) fuse.RawFileSystem {
 	if !c.RecordsUnanswered() {
 		return raw
 	}
-	return &recorder{RawFileSystem: raw, t: c.unanswered}
+	return &recorder{RawFileSystem: raw, t: c.unanswered, handles: c.handles}
+}
+
+// ReleaseUnanswered releases, in this server, the file handles that
+// RELEASE and RELEASEDIR requests in flight when the servers before this
+// one died were releasing: the kernel forgot them already (it ignores the
+// error the request is then answered with), and the handle table would
+// otherwise keep them, and their inodes unsealed, until the mount ends. A
+// handle whose slot no longer names the open it recorded was released
+// already, its slot given to another open since, and is left alone. Call
+// it after Resume and before Unanswered's answers; it returns how many it
+// released.
+func (c *Connection) ReleaseUnanswered() int {
+	if !c.RecordsUnanswered() {
+		return 0
+	}
+	released := 0
+	fhs, opened := c.unanswered.releases()
+	for i, fh := range fhs {
+		s, _ := c.handles.slot(fh)
+		if s == nil || s.unique != opened[i] {
+			continue
+		}
+		c.layer.releaseSlot(nil, &fuse.ReleaseIn{InHeader: fuse.InHeader{NodeId: s.ino, Caller: serverCaller}, Fh: fh}, s.dir != 0)
+		released++
+	}
+	return released
 }
 
 // Unanswered lists, in increasing order, the unique ids of the requests
@@ -290,7 +339,17 @@ func (c *Connection) ClearUnanswered() {
 // on the others no request pays for it.
 type recorder struct {
 	fuse.RawFileSystem
-	t *unansweredTable
+	t       *unansweredTable
+	handles *handleTable
+}
+
+// opened is the request that opened the kernel's handle fh; 0 if no handle
+// has that number.
+func (r *recorder) opened(fh uint64) uint64 {
+	if s, _ := r.handles.slot(fh); s != nil {
+		return s.unique
+	}
+	return 0
 }
 
 var _ = (fuse.RawFileSystem)((*recorder)(nil))
@@ -474,6 +533,7 @@ func (r *recorder) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 
 func (r *recorder) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	s := r.t.begin(in.Unique, in.NodeId)
+	r.t.releasing(s, in.Fh, r.opened(in.Fh))
 	r.RawFileSystem.Release(cancel, in)
 	r.t.end(s)
 }
@@ -550,6 +610,7 @@ func (r *recorder) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fus
 
 func (r *recorder) ReleaseDir(in *fuse.ReleaseIn) {
 	s := r.t.begin(in.Unique, in.NodeId)
+	r.t.releasing(s, in.Fh, r.opened(in.Fh))
 	r.RawFileSystem.ReleaseDir(in)
 	r.t.end(s)
 }

@@ -2,9 +2,11 @@ package fs
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -259,4 +261,89 @@ func BenchmarkUnansweredRecord(b *testing.B) {
 			u.end(u.begin(id(n.Add(1)), 1))
 		}
 	})
+}
+
+// A server dies releasing a handle (its RELEASE recorded in flight): the
+// next server releases it from the handle table, so that nothing keeps it
+// open until the mount ends; a release whose handle's slot names another
+// open since is left alone.
+func TestUnansweredReleaseIsDone(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sameOpen bool
+	}{{"the handle released", true}, {"the slot given to another open", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			handles, unanswered := handleMemory(t), unansweredMemory(t)
+			c1 := connection(t, handles, 1)
+			if err := c1.RecordUnanswered(unanswered); err != nil {
+				t.Fatal(err)
+			}
+			k1 := serveKernel(t, dir, Options{Passthrough: true}, c1)
+			f := k1.writeFile(rootNode, "f", []byte("kept"))
+			h := root.header(f.node)
+			h.Unique = id(7)
+			var out fuse.OpenOut
+			if st := k1.raw.Open(nil, &fuse.OpenIn{InHeader: h, Flags: syscall.O_RDONLY}, &out); !st.Ok() {
+				t.Fatalf("open: %v", st)
+			}
+			fh := out.Fh
+			s := c1.unanswered.begin(id(1000), f.node)
+			opened := c1.handles.slots[uint32(fh)].unique
+			if !tc.sameOpen {
+				opened++
+			}
+			c1.unanswered.releasing(s, fh, opened)
+			k1.close()
+
+			c2 := connection(t, handles, 2)
+			if err := c2.RecordUnanswered(unanswered); err != nil {
+				t.Fatal(err)
+			}
+			k2 := serveKernel(t, dir, Options{Passthrough: true}, c2)
+			if k2.resumed.Reopened != 1 {
+				t.Fatalf("resumed %+v, want the open handle reopened", k2.resumed)
+			}
+			released := c2.ReleaseUnanswered()
+			open := len(c2.handles.open())
+			if tc.sameOpen && (released != 1 || open != 0) {
+				t.Errorf("released %d, %d handles left open; want the one released", released, open)
+			}
+			if !tc.sameOpen && (released != 0 || open != 1) {
+				t.Errorf("released %d, %d handles left open; want the other open's kept", released, open)
+			}
+		})
+	}
+}
+
+// The recorder notes which handle a RELEASE in flight releases, and the
+// open that made it.
+func TestRecorderNotesTheHandleReleased(t *testing.T) {
+	c := connection(t, handleMemory(t), 1)
+	if err := c.RecordUnanswered(unansweredMemory(t)); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := c.handles.add(9, id(3), syscall.O_RDONLY, false, 1, &fuse.OpenOut{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := &releasingFS{entered: make(chan struct{}), block: make(chan struct{})}
+	t.Cleanup(func() { close(inner.block) })
+	go c.Recording(inner).Release(nil, &fuse.ReleaseIn{InHeader: fuse.InHeader{Unique: id(4), NodeId: 9}, Fh: fh})
+	<-inner.entered
+	fhs, opened := c.unanswered.releases()
+	if !slices.Equal(fhs, []uint64{fh}) || !slices.Equal(opened, []uint64{id(3)}) {
+		t.Errorf("releases in flight: handles %v opened by %v, want %d opened by %d", fhs, opened, fh, id(3))
+	}
+}
+
+// releasingFS is a release that waits for block, as one its server died in.
+type releasingFS struct {
+	fuse.RawFileSystem
+	entered, block chan struct{}
+}
+
+func (r *releasingFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	close(r.entered)
+	<-r.block
 }

@@ -439,7 +439,8 @@ func recordUnanswered(conn *fs.Connection, session *keeper.Session) error {
 
 // failUnanswered answers with EIO the requests the servers before this one
 // read and left unanswered, which a kernel that refused to send them again
-// waits for, and returns how many it still waited for. EIO says that what
+// waits for, and returns how many it still waited for; the handles that
+// releases among them released are released first. EIO says that what
 // became of the request is unknown, which is the truth: the dead server
 // may have applied it (a write, an append, a rename) before it died. An
 // error that invites a blind retry (EINTR, EAGAIN) could apply an append
@@ -449,9 +450,10 @@ func failUnanswered(session *keeper.Session, conn *fs.Connection) int {
 		slog.Warn("requests in flight when the previous server died are lost: their callers wait until the mount ends")
 		return 0
 	}
+	released := conn.ReleaseUnanswered()
 	failed := session.Fail(conn.Unanswered(), syscall.EIO)
 	if failed > 0 {
-		slog.Warn("answered with EIO the requests the previous server read and did not answer", "requests", failed)
+		slog.Warn("answered with EIO the requests the previous server read and did not answer", "requests", failed, "handles_released", released)
 	}
 	return failed
 }
