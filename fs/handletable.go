@@ -36,6 +36,13 @@ type handleTable struct {
 	free []uint32
 }
 
+// ConnectionLayout is the layout of what a server leaves the next server
+// of its connection: this table, and the reply records (index.Reply) that
+// answer requests sent again. Change it when either changes. A keeper hands
+// its connection over only to a binary of its own layout
+// (keeper.Config.Layout), and a server refuses a table of another.
+const ConnectionLayout = 1
+
 // tableHead is the start of the memory file.
 type tableHead struct {
 	// used is one past the highest slot ever taken: only those are read.
@@ -43,7 +50,9 @@ type tableHead struct {
 	// connectedAt is when the connection's first server began, in
 	// nanoseconds since the epoch (Connection.Since).
 	connectedAt atomic.Int64
-	_           [6]uint64
+	// layout is the ConnectionLayout of the connection's first server.
+	layout atomic.Uint64
+	_      [5]uint64
 }
 
 // handleSlot is one handle's record; 64 bytes.
@@ -89,6 +98,11 @@ func openHandleTable(f *os.File, gen uint64) (*handleTable, error) {
 		return nil, fmt.Errorf("handle table: %w", err)
 	}
 	t := &handleTable{mem: mem, gen: gen, head: (*tableHead)(unsafe.Pointer(&mem[0]))}
+	if t.head.layout.CompareAndSwap(0, ConnectionLayout); t.head.layout.Load() != ConnectionLayout {
+		layout := t.head.layout.Load()
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("handle table: the connection's servers keep it in layout %d, this one reads layout %d", layout, ConnectionLayout)
+	}
 	// Set by the first server, before it reads a request; a later one
 	// finds it, unless the first died before (it committed nothing then).
 	t.head.connectedAt.CompareAndSwap(0, time.Now().UnixNano())

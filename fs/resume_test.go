@@ -52,6 +52,19 @@ func takeover(t *testing.T, before func(k *kernel)) *kernel {
 	return serveKernel(t, dir, Options{Passthrough: true}, connection(t, mem, 2))
 }
 
+// A server refuses a handle table that servers of another layout keep,
+// before it reads a slot of it.
+func TestHandleTableOfAnotherLayoutIsRefused(t *testing.T) {
+	mem := handleMemory(t)
+	c := connection(t, mem, 1)
+	c.handles.head.layout.Store(ConnectionLayout + 1)
+	_, err := NewConnection(mem, 2)
+	want := fmt.Sprintf("handle table: the connection's servers keep it in layout %d, this one reads layout %d", ConnectionLayout+1, ConnectionLayout)
+	if err == nil || err.Error() != want {
+		t.Errorf("NewConnection: %v, want %q", err, want)
+	}
+}
+
 func TestNodeIDIsTheInodeNumber(t *testing.T) {
 	k := newKernel(t, Options{})
 	e, errno := k.mkdir(root, rootNode, "d", 0o755)

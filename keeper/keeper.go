@@ -20,6 +20,10 @@
 // puts the real /dev/fuse fd in the socket's place before it serves
 // (session.go says how).
 //
+// A keeper hands its connection to another keeper, a new binary, without
+// a gap: to a `statefs mount` that asks on the keeper's socket, or to its
+// own binary, executed again in its place on SIGHUP (handover.go).
+//
 // The keeper knows nothing of what the servers serve: it imports go-fuse's
 // fuse package for the mount options and nothing of statefs's but the crash
 // points' names, which it keeps from all but the first server.
@@ -32,8 +36,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
@@ -83,11 +90,23 @@ type Config struct {
 	// Files names the memfds the keeper makes once and every server
 	// inherits (Session.File): state that must outlive a server.
 	Files []string
+	// Socket is the unix socket on which the keeper takes requests to hand
+	// its connection over, and on which Run first asks for a keeper
+	// serving already; "" for none.
+	Socket string
+	// Layout names the layout of the state the servers leave each other
+	// beyond the keeper's own: a keeper hands its connection over only to
+	// a binary whose servers read the same.
+	Layout string
+	// Vacant, if set, checks that Mountpoint may be mounted on; Run calls
+	// it before it mounts, not when it takes a connection over.
+	Vacant func() error
 }
 
-// ServerFailed is Run's error when the connection's first server exits
-// before it serves: it met bad input the keeper could not see, and said so.
-// The mount is gone again.
+// ServerFailed is Run's error when the first server of a connection the
+// keeper mounted, or took over, exits before it serves: it met bad input
+// the keeper could not see, and said so. The mount is gone again, or left
+// to the keeper it was taken from.
 type ServerFailed struct {
 	State *os.ProcessState
 }
@@ -96,43 +115,105 @@ func (e *ServerFailed) Error() string {
 	return "the server exited before it served: " + e.State.String()
 }
 
-// Run mounts cfg.Mountpoint, holds the connection and serves it with one
-// server after another until ctx is done (then it unmounts as Stop does,
-// waits for the server to exit and returns nil), the mount is unmounted
-// from outside (nil), the first server fails (*ServerFailed), or the
-// servers die in a crash loop (an error of one line; the connection is
-// ended and the mount detached).
+// Run serves cfg.Mountpoint with one server after another until ctx is
+// done (then it unmounts as Stop does, waits for the server to exit and
+// returns nil), the mount is unmounted from outside (nil), the first
+// server fails (*ServerFailed), the servers die in a crash loop (an error
+// of one line; the connection is ended and the mount detached), or it has
+// handed the connection to another keeper and ctx is done (nil; the mount
+// stays). The connection is the one a keeper executing this process again
+// handed over (HandoverEnvVar), or taken over from the keeper that answers
+// on cfg.Socket (an error of one line if that keeper refuses), or a new
+// mount.
 func Run(ctx context.Context, cfg Config) error {
+	if fd, ok := os.LookupEnv(probeEnvVar); ok {
+		return answerProbe(fd, cfg)
+	}
 	if unix.Geteuid() != 0 {
 		return ErrNotRoot
 	}
-	c, err := mount(cfg.Mountpoint, cfg.Options)
+	k := &keeper{cfg: cfg, files: map[string]*os.File{}, requests: make(chan *takeOverRequest)}
+	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("mounting %s: %w", cfg.Mountpoint, err)
-	}
-	defer c.close()
-	k := &keeper{cfg: cfg, conn: c, files: map[string]*os.File{}}
-	defer k.closeFiles()
-	if k.init, err = memfd("init"); err != nil {
-		c.unmount()
 		return err
 	}
-	for _, name := range cfg.Files {
-		if k.files[name], err = memfd(name); err != nil {
-			c.unmount()
+	k.exe = exe
+	h, files, again, err := reexecuted()
+	if err != nil {
+		return err
+	}
+	if again {
+		if err := k.adopt(h, files); err != nil {
+			return err
+		}
+		slog.Info("took the FUSE connection over from its keeper", "from_pid", h.Pid, "mountpoint", h.Mountpoint,
+			"generation", k.generation+1, "binary", k.exe)
+	} else if c, serving := dialKeeper(cfg.Socket); serving {
+		if err := k.takeOver(c); err != nil {
+			c.Close()
+			k.closeFiles()
+			return err
+		}
+	} else if err := k.mount(); err != nil {
+		return err
+	}
+	defer k.closeFiles()
+	defer k.conn.close()
+	defer k.unlisten()
+	return k.serve(ctx)
+}
+
+// mount mounts a new connection and makes the memfds.
+func (k *keeper) mount() error {
+	if k.cfg.Vacant != nil {
+		if err := k.cfg.Vacant(); err != nil {
 			return err
 		}
 	}
-	return k.serve(ctx)
+	c, err := mount(k.cfg.Mountpoint, k.cfg.Options)
+	if err != nil {
+		return fmt.Errorf("mounting %s: %w", k.cfg.Mountpoint, err)
+	}
+	k.conn, k.mounted = c, true
+	if k.init, err = memfd(initFile); err != nil {
+		c.unmount()
+		c.close()
+		return err
+	}
+	for _, name := range k.cfg.Files {
+		if k.files[name], err = memfd(name); err != nil {
+			c.unmount()
+			c.close()
+			k.closeFiles()
+			return err
+		}
+	}
+	return nil
 }
 
 // keeper is Run's state: the connection, the files servers inherit, and
 // the deaths it counts.
 type keeper struct {
 	cfg   Config
+	exe   string // the binary SIGHUP executes again
 	conn  *conn
 	init  *os.File // the recorded INIT
 	files map[string]*os.File
+	// listenerFile is the socket hand-over requests come on, once the
+	// keeper listens; listener takes them.
+	listenerFile *os.File
+	listener     *net.UnixListener
+	requests     chan *takeOverRequest
+	// generation is the last server's (0: none yet); downSince when it
+	// stopped.
+	generation uint64
+	downSince  time.Time
+	// served: a server has served the connection, which recorded its
+	// INIT. mounted: this keeper mounted it.
+	served, mounted bool
+	// from is the keeper this one takes the connection over from, until
+	// its first server serves or fails.
+	from *net.UnixConn
 	// shortLived counts the servers in a row that died within
 	// crashLoopLife of serving, or before.
 	shortLived int
@@ -146,35 +227,134 @@ type server struct {
 	exited   chan struct{} // closed once it exited and was waited for
 }
 
+// stopGraceServer is how long a server stopped for a hand-over has to
+// finish its seals and exit before it is killed.
+const stopGraceServer = 30 * time.Second
+
+// ending is how watch saw a server end.
+type ending int
+
+const (
+	died       ending = iota // it exited of itself
+	stopped                  // the keeper stopped it for a hand-over that did not happen
+	handedOver               // the keeper handed the connection over
+	unmounted                // the keeper stopped the mount (ctx)
+)
+
 func (k *keeper) serve(ctx context.Context) error {
-	var downSince time.Time
-	for generation := uint64(1); ; generation++ {
-		s, err := k.start(generation, downSince)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	first := k.generation + 1
+	for {
+		k.generation++
+		s, err := k.start(k.generation, k.downSince)
 		if err != nil {
-			k.conn.abortAndDetach()
-			return fmt.Errorf("starting server %d: %w", generation, err)
+			if k.from != nil {
+				k.tellPredecessor(err.Error()) // the keeper it came from serves on
+			} else {
+				k.conn.abortAndDetach()
+			}
+			return fmt.Errorf("starting server %d: %w", k.generation, err)
 		}
-		select {
-		case <-s.exited:
-		case <-ctx.Done():
-			return k.stop(s)
+		switch end, err := k.watch(ctx, s, hup); end {
+		case unmounted:
+			return err
+		case handedOver:
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case r := <-k.requests: // accepted before the listener closed
+					refuse(r, errors.New("this keeper has handed its connection over"))
+				}
+			}
+		case stopped:
+			continue
 		}
 		served := isClosed(s.serving)
 		if k.conn.ended() {
 			return nil // unmounted from outside; the server saw its connection end
 		}
-		if generation == 1 && !served {
+		if k.generation == first && !served && k.from != nil {
+			k.tellPredecessor(s.cmd.ProcessState.String())
+			return &ServerFailed{State: s.cmd.ProcessState}
+		}
+		if k.generation == first && !served && k.mounted {
 			k.conn.unmount()
 			return &ServerFailed{State: s.cmd.ProcessState}
 		}
-		downSince = time.Now()
-		if k.died(s, downSince) {
+		k.downSince = time.Now()
+		if k.died(s, k.downSince) {
 			k.conn.abortAndDetach()
 			return fmt.Errorf("%d servers in a row died within %v of serving (last: %s); the mount is ended", crashLoopDeaths, crashLoopLife, s.cmd.ProcessState)
 		}
-		slog.Warn("the server ended; starting the next on the same connection", "generation", generation, "pid", s.cmd.Process.Pid,
+		slog.Warn("the server ended; starting the next on the same connection", "generation", k.generation, "pid", s.cmd.Process.Pid,
 			"how", s.cmd.ProcessState.String(), "served", served)
 	}
+}
+
+// watch waits for server s to end, and meanwhile takes hand-over requests
+// and SIGHUP, and listens once a server serves.
+func (k *keeper) watch(ctx context.Context, s *server, hup <-chan os.Signal) (ending, error) {
+	serving := s.serving
+	for {
+		select {
+		case <-s.exited:
+			return died, nil
+		case <-ctx.Done():
+			return unmounted, k.stop(s)
+		case <-serving:
+			serving = nil
+			k.served = true
+			k.tellPredecessor("")
+			k.listen()
+		case r := <-k.requests:
+			if err := k.check(r.offer); err != nil {
+				refuse(r, err)
+				continue
+			}
+			k.stopServer(s)
+			if k.handOver(r) {
+				return handedOver, nil
+			}
+			return stopped, nil
+		case <-hup:
+			if err := k.probe(); err != nil {
+				slog.Warn("SIGHUP: not executing the keeper's binary again; serving on", "binary", k.exe, "why", err)
+				continue
+			}
+			k.stopServer(s)
+			err := k.reexec()
+			slog.Error("executing the keeper's binary again failed; the next server is this keeper's own", "binary", k.exe, "err", err)
+			return stopped, nil
+		}
+	}
+}
+
+// stopServer stops s as SIGTERM stops a server (it finishes its seals and
+// leaves the connection) and waits for it to exit.
+func (k *keeper) stopServer(s *server) {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(stopGraceServer):
+		slog.Warn("the server did not exit within its grace; killing it", "pid", s.cmd.Process.Pid, "grace", stopGraceServer)
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+	k.downSince = time.Now()
+}
+
+// unlisten stops taking hand-over requests and removes the socket, the
+// mount ending with this keeper.
+func (k *keeper) unlisten() {
+	if k.listener == nil {
+		return
+	}
+	k.listener.Close()
+	k.listener = nil
+	os.Remove(k.cfg.Socket)
 }
 
 // died counts the death of server s at t and reports a crash loop.
@@ -233,7 +413,9 @@ func (k *keeper) start(generation uint64, downSince time.Time) (*server, error) 
 		in.DownSince = downSince.UnixNano()
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, k.conn.fuse, k.init, readyW)
-	for _, name := range k.cfg.Files {
+	// Every memfd the keeper holds, also one a keeper before it made that
+	// this binary does not know: a server takes those it knows.
+	for _, name := range slices.Sorted(maps.Keys(k.files)) {
 		if in.Files == nil {
 			in.Files = map[string]int{}
 		}
@@ -300,6 +482,9 @@ func (k *keeper) closeFiles() {
 	}
 	for _, f := range k.files {
 		f.Close()
+	}
+	if k.listenerFile != nil {
+		k.listenerFile.Close()
 	}
 }
 

@@ -33,26 +33,30 @@ func TestMain(m *testing.M) {
 	if s != nil {
 		os.Exit(serve(s))
 	}
+	if os.Getenv(keeperVar) != "" {
+		os.Exit(keep())
+	}
 	os.Exit(m.Run())
 }
 
 // modeVar tells a server how to fail: failFirst makes the first exit
-// before it serves, failLater every one after the first.
+// before it serves, failLater every one after the first, failAll every one.
 const (
 	modeVar   = "KEEPER_TEST_SERVER"
 	failFirst = "fail-first"
 	failLater = "fail-later"
+	failAll   = "fail-all"
 )
 
 func serve(s *keeper.Session) int {
 	switch mode := os.Getenv(modeVar); {
-	case mode == failFirst && s.Generation() == 1:
+	case mode == failFirst && s.Generation() == 1, mode == failAll:
 		fmt.Fprintln(os.Stderr, "server: bad input")
 		return 2
 	case mode == failLater && s.Generation() > 1:
 		return 3
 	}
-	srv, err := s.NewServer(&fileFS{RawFileSystem: fuse.NewDefaultRawFileSystem()}, options())
+	srv, err := s.NewServer(&fileFS{RawFileSystem: fuse.NewDefaultRawFileSystem(), generation: s.Generation(), files: files(s)}, options())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		return 1
@@ -71,6 +75,29 @@ func serve(s *keeper.Session) int {
 	return 0
 }
 
+// fileNames are the memfds a test keeper may hold for its servers.
+var fileNames = []string{"handles", "old-only", "inflight"}
+
+// files says which of fileNames this server inherited, and what each
+// holds: the connection's first server writes "gen1" into each, so that a
+// later server tells a memfd kept for it from one made anew.
+func files(s *keeper.Session) string {
+	var held []string
+	for _, name := range fileNames {
+		f := s.File(name)
+		if f == nil {
+			continue
+		}
+		if s.Generation() == 1 {
+			f.WriteAt([]byte("gen1"), 0)
+		}
+		b := make([]byte, 4)
+		n, _ := f.ReadAt(b, 0)
+		held = append(held, name+"="+string(b[:n]))
+	}
+	return strings.Join(held, " ")
+}
+
 func options() *fuse.MountOptions {
 	return &fuse.MountOptions{FsName: "keepertest", Name: "keepertest", MaxWrite: 1 << 16}
 }
@@ -78,22 +105,44 @@ func options() *fuse.MountOptions {
 // content is the one file's, the same from every server.
 var content = bytes.Repeat([]byte("served by whichever server runs\n"), 512)
 
-// fileFS is a root directory holding one file, "f": nodes and handles are
-// numbers every server knows, so that a server that takes over needs no
-// state of the one before. Nothing is cached by the kernel, and reads are
-// direct, so that every stat and read of the clients is a request.
+// fileFS is a root directory holding three files: "f", the same from every
+// server, "generation", the serving server's generation, and "files", the
+// memfds it inherited. Nodes and
+// handles are numbers every server knows, so that a server that takes
+// over needs no state of the one before. Nothing is cached by the kernel,
+// and reads are direct, so that every stat and read of the clients is a
+// request.
 type fileFS struct {
 	fuse.RawFileSystem
+	generation uint64
+	files      string // the memfds it inherited (files)
 }
 
-const fileIno = 2
+const (
+	fileIno       = 2
+	generationIno = 3
+	filesIno      = 4
+)
 
-func (*fileFS) attr(ino uint64, a *fuse.Attr) bool {
+// generationSize is the size "generation" has: its content is padded.
+const generationSize = 8
+
+func (f *fileFS) data(ino uint64) []byte {
+	switch ino {
+	case generationIno:
+		return fmt.Appendf(nil, "%-*d", generationSize, f.generation)
+	case filesIno:
+		return []byte(f.files)
+	}
+	return content
+}
+
+func (f *fileFS) attr(ino uint64, a *fuse.Attr) bool {
 	switch ino {
 	case fuse.FUSE_ROOT_ID:
 		*a = fuse.Attr{Ino: ino, Mode: syscall.S_IFDIR | 0o755, Nlink: 2}
-	case fileIno:
-		*a = fuse.Attr{Ino: ino, Mode: syscall.S_IFREG | 0o644, Nlink: 1, Size: uint64(len(content))}
+	case fileIno, generationIno, filesIno:
+		*a = fuse.Attr{Ino: ino, Mode: syscall.S_IFREG | 0o644, Nlink: 1, Size: uint64(len(f.data(ino)))}
 	default:
 		return false
 	}
@@ -101,11 +150,12 @@ func (*fileFS) attr(ino uint64, a *fuse.Attr) bool {
 }
 
 func (f *fileFS) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	if h.NodeId != fuse.FUSE_ROOT_ID || name != "f" {
+	ino, ok := map[string]uint64{"f": fileIno, "generation": generationIno, "files": filesIno}[name]
+	if h.NodeId != fuse.FUSE_ROOT_ID || !ok {
 		return fuse.ENOENT
 	}
-	out.NodeId = fileIno
-	f.attr(fileIno, &out.Attr)
+	out.NodeId = ino
+	f.attr(ino, &out.Attr)
 	return fuse.OK
 }
 
@@ -117,7 +167,7 @@ func (f *fileFS) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOu
 }
 
 func (*fileFS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	if in.NodeId != fileIno {
+	if in.NodeId == fuse.FUSE_ROOT_ID {
 		return fuse.EISDIR
 	}
 	// The clients share the keeper's process: a server's exec closes
@@ -127,10 +177,11 @@ func (*fileFS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.
 	return fuse.OK
 }
 
-func (*fileFS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
-	off := min(in.Offset, uint64(len(content)))
-	end := min(off+uint64(in.Size), uint64(len(content)))
-	return fuse.ReadResultData(content[off:end]), fuse.OK
+func (f *fileFS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	data := f.data(in.NodeId)
+	off := min(in.Offset, uint64(len(data)))
+	end := min(off+uint64(in.Size), uint64(len(data)))
+	return fuse.ReadResultData(data[off:end]), fuse.OK
 }
 
 func (*fileFS) Release(<-chan struct{}, *fuse.ReleaseIn) {}
@@ -144,12 +195,14 @@ type keeperRun struct {
 
 func startKeeper(t *testing.T, env ...string) *keeperRun {
 	t.Helper()
-	testenv.RequireFUSE(t)
-	r := &keeperRun{mnt: t.TempDir(), done: make(chan error, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	cfg := keeper.Config{
-		Mountpoint: r.mnt,
+	return runConfig(t, config(t.TempDir(), "", env...))
+}
+
+// config is a keeper's Config with servers from this test binary, given
+// env, and the socket (none if "").
+func config(mnt, socket string, env ...string) keeper.Config {
+	return keeper.Config{
+		Mountpoint: mnt,
 		Options:    options(),
 		Server: func() *exec.Cmd {
 			cmd := exec.Command(os.Args[0])
@@ -157,8 +210,19 @@ func startKeeper(t *testing.T, env ...string) *keeperRun {
 			cmd.Stderr = os.Stderr
 			return cmd
 		},
-		Files: []string{"handles"},
+		Files:  []string{"handles"},
+		Socket: socket,
+		Layout: "1",
 	}
+}
+
+// runConfig is Run of cfg in the background.
+func runConfig(t *testing.T, cfg keeper.Config) *keeperRun {
+	t.Helper()
+	testenv.RequireFUSE(t)
+	r := &keeperRun{mnt: cfg.Mountpoint, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
 	go func() { r.done <- keeper.Run(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()

@@ -39,13 +39,31 @@ func mount(mnt string, o *fuse.MountOptions) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+	source, fstype, flags, data := mountArgs(o)
+	data = append([]string{fmt.Sprintf("fd=%d", fd), fmt.Sprintf("rootmode=%o", st.Mode&unix.S_IFMT)}, data...)
+	if err := unix.Mount(source, mnt, fstype, flags, strings.Join(data, ",")); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	c := &conn{mountpoint: mnt, fuse: os.NewFile(uintptr(fd), "/dev/fuse")}
+	// The mount's root cannot be stat'ed before a server serves it: its
+	// device number comes from the mount table.
+	if c.dev, err = deviceOf(mnt); err != nil {
+		c.unmount()
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// mountArgs are the arguments mount(2) is given for o, but for the fd and
+// the root's mode.
+func mountArgs(o *fuse.MountOptions) (source, fstype string, flags uintptr, data []string) {
+	flags = unix.MS_NOSUID | unix.MS_NODEV
 	if o.DirectMountFlags != 0 {
 		flags = o.DirectMountFlags
 	}
-	data := []string{
-		fmt.Sprintf("fd=%d", fd),
-		fmt.Sprintf("rootmode=%o", st.Mode&unix.S_IFMT),
+	data = []string{
 		fmt.Sprintf("user_id=%d", unix.Geteuid()),
 		fmt.Sprintf("group_id=%d", unix.Getegid()),
 		fmt.Sprintf("max_read=%d", o.MaxWrite),
@@ -76,19 +94,43 @@ func mount(mnt string, o *fuse.MountOptions) (*conn, error) {
 	if o.IDMappedMount && !slices.Contains(o.Options, "default_permissions") {
 		data = append(data, "default_permissions")
 	}
-	if err := unix.Mount(cmp.Or(o.FsName, o.Name), mnt, "fuse."+o.Name, flags, strings.Join(data, ",")); err != nil {
-		unix.Close(fd)
-		return nil, err
+	return cmp.Or(o.FsName, o.Name), "fuse." + o.Name, flags, data
+}
+
+// shape is what of o shapes the connection, by name: the arguments
+// mount(2) is given, and the options go-fuse makes its answer to the
+// kernel's INIT from (fuse/opcode.go, doInit). Every server of a
+// connection must negotiate the same INIT reply, so a keeper hands its
+// connection over only to one of the same shape.
+func shape(o *fuse.MountOptions) map[string]string {
+	source, fstype, flags, data := mountArgs(o)
+	s := map[string]string{"source": source, "type": fstype}
+	for _, f := range []struct {
+		name string
+		bit  uintptr
+	}{{"nosuid", unix.MS_NOSUID}, {"nodev", unix.MS_NODEV}, {"noexec", unix.MS_NOEXEC}, {"ro", unix.MS_RDONLY}} {
+		if flags&f.bit != 0 {
+			s[f.name] = ""
+			flags &^= f.bit
+		}
 	}
-	c := &conn{mountpoint: mnt, fuse: os.NewFile(uintptr(fd), "/dev/fuse")}
-	// The mount's root cannot be stat'ed before a server serves it: its
-	// device number comes from the mount table.
-	if c.dev, err = deviceOf(mnt); err != nil {
-		c.unmount()
-		c.close()
-		return nil, err
+	if flags != 0 {
+		s["flags"] = fmt.Sprintf("%#x", flags)
 	}
-	return c, nil
+	for _, d := range data {
+		name, value, _ := strings.Cut(d, "=")
+		s[name] = value
+	}
+	for name, v := range map[string]any{
+		"max_readahead": o.MaxReadAhead, "max_background": o.MaxBackground,
+		"congestion_threshold": o.CongestionThreshold, "max_stack_depth": o.MaxStackDepth,
+		"locks": o.EnableLocks, "symlink_caching": o.EnableSymlinkCaching, "acl": o.EnableAcl,
+		"explicit_data_cache_control": o.ExplicitDataCacheControl,
+		"extra_capabilities":          o.ExtraCapabilities, "disabled_capabilities": o.DisabledCapabilities,
+	} {
+		s[name] = fmt.Sprint(v)
+	}
+	return s
 }
 
 // unmountOnce unmounts; a busy mount is left to Stop, which detaches it.

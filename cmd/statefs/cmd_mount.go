@@ -173,11 +173,11 @@ func runMount(c *cli.Context) error {
 		return err
 	}
 	if session == nil { // the process the user ran: its keeper owns the mountpoint
-		if err := checkMountpoint(mnt); err != nil {
-			return err
-		}
 		if c.Bool("keeper") {
 			return runKeeper(c.Context, mnt, opts)
+		}
+		if err := checkMountpoint(mnt); err != nil {
+			return err
 		}
 	}
 	return serve(c, mnt, opts, session)
@@ -192,15 +192,28 @@ const (
 	unansweredFile = "unanswered"
 )
 
-// runKeeper mounts mnt and serves it with servers that are this binary,
-// run again with the same arguments, one after another (package keeper).
+// keeperSocket is the keeper's socket in the store directory, on which a
+// new `statefs mount` of the store takes its connection over.
+const keeperSocket = "keeper.sock"
+
+// runKeeper mounts mnt, or takes over the connection of the keeper that
+// serves it from the same store, and serves it with servers that are this
+// binary, run again with the same arguments, one after another (package
+// keeper).
 func runKeeper(ctx context.Context, mnt string, opts mountOptions) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	err := keeper.Run(ctx, keeper.Config{
+	store, err := filepath.Abs(opts.Store)
+	if err != nil {
+		return err
+	}
+	err = keeper.Run(ctx, keeper.Config{
 		Mountpoint: mnt,
 		Options:    &fs.MountOptions(opts.AllowOther, opts.CacheTimeout, opts.Debug).MountOptions,
 		Files:      []string{handlesFile, unansweredFile},
+		Socket:     filepath.Join(store, keeperSocket),
+		Layout:     fmt.Sprint(fs.ConnectionLayout),
+		Vacant:     func() error { return checkMountpoint(mnt) },
 		Server: func() *exec.Cmd {
 			cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -459,7 +472,9 @@ func failUnanswered(session *keeper.Session, conn *fs.Connection) int {
 }
 
 // checkMountpoint refuses a mountpoint that is missing, not a directory,
-// or not empty, before anything is touched. A dead statefs mount there (its
+// not empty, or a live mount, before anything is touched (a live mount
+// that a keeper of the same store serves is taken over before this is
+// asked: keeper.Config.Vacant). A dead statefs mount there (its
 // daemon was killed) is detached first, as a restarted daemon finds it.
 func checkMountpoint(mnt string) error {
 	// statfs, not stat: the kernel may answer a stat of the dead mount's
@@ -482,7 +497,7 @@ func checkMountpoint(mnt string) error {
 		return fmt.Errorf("mountpoint %s is not a directory", mnt)
 	}
 	if isFUSEMount(mnt) {
-		return fmt.Errorf("mountpoint %s is already a FUSE mount that answers (a daemon serves it; umount it first)", mnt)
+		return fmt.Errorf("mountpoint %s is already a FUSE mount that answers, and no keeper of this store serves it (umount it first)", mnt)
 	}
 	f, err := os.Open(mnt)
 	if err != nil {

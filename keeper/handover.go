@@ -1,0 +1,557 @@
+package keeper
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A keeper hands its connection to the next keeper, a new binary, in one
+// of two ways: a `statefs mount` of the same store and mountpoint asks on
+// the keeper's socket (Config.Socket) and takes it over, or SIGHUP makes
+// the keeper execute its own binary again, which may have been replaced
+// meanwhile. Both pass the same thing (handover): the connection's fds by
+// name and where the connection stands, so that the next keeper's first
+// server resumes it as after a crash, at the next generation.
+//
+// Nothing stops before the next keeper is known to fit: it offers what it
+// would serve with (offer), and the serving keeper compares it with its own
+// (check) while its server still serves. A binary that does not fit is
+// refused with one line and changes nothing. A take-over is also given
+// back if the new keeper's first server fails before it serves: the old
+// keeper then serves on.
+
+// handoverVersion is the version of what passes between keepers: the
+// messages on the socket, the handover state and the recorded INIT. A
+// keeper hands over only to one of the same version.
+const handoverVersion = 1
+
+// Environment variables of a keeper's own: HandoverEnvVar carries the
+// handover to the binary a keeper executes again; probeEnvVar asks that
+// binary, run first as a child, to write its offer to the fd it names.
+const (
+	HandoverEnvVar = "STATEFS_KEEPER_HANDOVER"
+	probeEnvVar    = "STATEFS_KEEPER_PROBE"
+)
+
+// The names of the fds a keeper holds besides Config.Files.
+const (
+	fuseFile     = "fuse"     // the connection, /dev/fuse
+	initFile     = "init"     // the recorded INIT
+	listenerFile = "listener" // the socket a keeper takes hand-over requests on
+)
+
+// handover is what passes from a keeper to the next: where the connection
+// stands, and the names of the fds that come with it, in the order they
+// come (on the socket, in one SCM_RIGHTS message; after an exec, at the
+// numbers in FDs).
+type handover struct {
+	Mountpoint string `json:"mountpoint"`
+	Dev        uint64 `json:"dev"`
+	// Generation is the last server's; the next keeper's first server
+	// is the one after it, and resumes.
+	Generation uint64   `json:"generation"`
+	DownSince  int64    `json:"down_since_unix_nano"`
+	Pid        int      `json:"pid"` // the keeper that hands over
+	Names      []string `json:"names"`
+	FDs        []int    `json:"fds,omitempty"` // after an exec only
+}
+
+// offer is what a binary that would take the connection over serves with.
+type offer struct {
+	Handover   int    `json:"handover"`
+	Layout     string `json:"layout"`
+	Mountpoint string `json:"mountpoint"`
+	// Shape is shape(Config.Options).
+	Shape map[string]string `json:"shape"`
+}
+
+// message is one packet on a keeper's socket (SOCK_SEQPACKET, so one
+// message a read). The taking-over keeper sends its Offer; the serving one
+// answers Refused, or State with the fds; the taking-over one then says
+// Serving once its first server serves, or Failed if it ended before.
+type message struct {
+	Offer   *offer    `json:"offer,omitempty"`
+	Refused string    `json:"refused,omitempty"`
+	State   *handover `json:"state,omitempty"`
+	Serving bool      `json:"serving,omitempty"`
+	Failed  string    `json:"failed,omitempty"`
+}
+
+func offerOf(cfg Config) offer {
+	return offer{Handover: handoverVersion, Layout: cfg.Layout, Mountpoint: cfg.Mountpoint, Shape: shape(cfg.Options)}
+}
+
+// check says why the keeper cannot hand its connection to a binary that
+// offers o, or nil if it can.
+func (k *keeper) check(o offer) error {
+	switch {
+	case o.Handover != handoverVersion:
+		return fmt.Errorf("the new binary speaks hand-over version %d, this keeper %d", o.Handover, handoverVersion)
+	case o.Layout != k.cfg.Layout:
+		return fmt.Errorf("the new binary's servers keep the connection's state in layout %q, this keeper's in %q", o.Layout, k.cfg.Layout)
+	case o.Mountpoint != k.conn.mountpoint:
+		return fmt.Errorf("this keeper serves %s, not %s", k.conn.mountpoint, o.Mountpoint)
+	case !k.served:
+		return errors.New("no server has served the connection yet")
+	case k.from != nil:
+		return errors.New("this keeper is still taking the connection over")
+	}
+	mine := shape(k.cfg.Options)
+	var differ []string
+	for _, name := range slices.Sorted(maps.Keys(joinKeys(mine, o.Shape))) {
+		if a, b := optionValue(mine, name), optionValue(o.Shape, name); a != b {
+			differ = append(differ, fmt.Sprintf("%s (serving: %s; new: %s)", name, a, b))
+		}
+	}
+	if len(differ) > 0 {
+		return fmt.Errorf("mount options that shape the connection differ from the serving keeper's: %s", strings.Join(differ, ", "))
+	}
+	return nil
+}
+
+func joinKeys(a, b map[string]string) map[string]string {
+	all := maps.Clone(a)
+	maps.Copy(all, b)
+	return all
+}
+
+func optionValue(shape map[string]string, name string) string {
+	v, ok := shape[name]
+	switch {
+	case !ok:
+		return "unset"
+	case v == "":
+		return "set"
+	}
+	return v
+}
+
+// state is the handover of the keeper's connection and files.
+func (k *keeper) state() (handover, []*os.File) {
+	h := handover{Mountpoint: k.conn.mountpoint, Dev: k.conn.dev, Generation: k.generation, Pid: os.Getpid(),
+		Names: []string{fuseFile, initFile}}
+	if !k.downSince.IsZero() {
+		h.DownSince = k.downSince.UnixNano()
+	}
+	files := []*os.File{k.conn.fuse, k.init}
+	for _, name := range slices.Sorted(maps.Keys(k.files)) {
+		h.Names = append(h.Names, name)
+		files = append(files, k.files[name])
+	}
+	if k.listenerFile != nil {
+		h.Names = append(h.Names, listenerFile)
+		files = append(files, k.listenerFile)
+	}
+	return h, files
+}
+
+// adopt makes the connection and files of h this keeper's: files are the
+// fds h names, in its order. A file the previous keeper held that this
+// binary does not know is kept and passed on; one this binary knows that
+// it did not hold is made.
+func (k *keeper) adopt(h handover, files []*os.File) error {
+	if len(files) != len(h.Names) {
+		return fmt.Errorf("the hand-over names %d fds and brought %d", len(h.Names), len(files))
+	}
+	for i, f := range files {
+		unix.CloseOnExec(int(f.Fd()))
+		switch name := h.Names[i]; name {
+		case fuseFile:
+			k.conn = &conn{mountpoint: h.Mountpoint, fuse: f, dev: h.Dev}
+		case initFile:
+			k.init = f
+		case listenerFile:
+			k.listenerFile = f
+		default:
+			k.files[name] = f
+		}
+	}
+	if k.conn == nil || k.init == nil {
+		return errors.New("the hand-over brought no connection or no recorded INIT")
+	}
+	for _, name := range k.cfg.Files {
+		if k.files[name] == nil {
+			f, err := memfd(name)
+			if err != nil {
+				return err
+			}
+			k.files[name] = f
+		}
+	}
+	k.generation, k.served = h.Generation, true
+	if h.DownSince != 0 {
+		k.downSince = time.Unix(0, h.DownSince)
+	}
+	return nil
+}
+
+// release lets go of the connection and the files once the next keeper
+// holds them: the mount stays, served by it.
+func (k *keeper) release() {
+	if k.listener != nil {
+		k.listener.Close()
+		k.listener = nil
+	}
+	k.closeFiles()
+	k.conn.close()
+}
+
+// takeOverRequest is a hand-over asked for on the socket, by a peer of the
+// keeper's own uid, which waits on conn for the answer.
+type takeOverRequest struct {
+	conn  *net.UnixConn
+	pid   int
+	offer offer
+}
+
+// takeOver takes the connection over from the keeper that answers on
+// cfg.Socket (c), or says in one line why that keeper refused.
+func (k *keeper) takeOver(c *net.UnixConn) error {
+	o := offerOf(k.cfg)
+	if err := send(c, message{Offer: &o}, nil); err != nil {
+		return fmt.Errorf("asking the keeper on %s: %w", k.cfg.Socket, err)
+	}
+	m, files, err := receive(c)
+	if err != nil {
+		return fmt.Errorf("taking the connection over from the keeper on %s: %w", k.cfg.Socket, err)
+	}
+	if m.Refused != "" {
+		return fmt.Errorf("the keeper on %s refused the take-over: %s", k.cfg.Socket, m.Refused)
+	}
+	if m.State == nil {
+		closeAll(files)
+		return fmt.Errorf("the keeper on %s answered neither a refusal nor its connection", k.cfg.Socket)
+	}
+	if err := k.adopt(*m.State, files); err != nil {
+		closeAll(files)
+		send(c, message{Failed: err.Error()}, nil)
+		return err
+	}
+	k.from = c
+	slog.Info("took the FUSE connection over from its keeper", "from_pid", m.State.Pid, "mountpoint", m.State.Mountpoint,
+		"generation", k.generation+1)
+	return nil
+}
+
+// tellPredecessor tells the keeper this one took the connection from
+// whether its first server serves (failed "") or ended before (failed
+// says how): that keeper lets go of the connection, or serves on.
+func (k *keeper) tellPredecessor(failed string) {
+	if k.from == nil {
+		return
+	}
+	if err := send(k.from, message{Serving: failed == "", Failed: failed}, nil); err != nil {
+		slog.Warn("could not tell the previous keeper how the take-over went", "err", err)
+	}
+	k.from.Close()
+	k.from = nil
+}
+
+// handOver passes the connection to the keeper that asked with r, whose
+// offer fits and whose server has stopped, and returns true once that
+// keeper's first server serves. false: it failed, the keeper keeps the
+// connection, and its next server comes after the one the other started.
+func (k *keeper) handOver(r *takeOverRequest) bool {
+	defer r.conn.Close()
+	h, files := k.state()
+	if err := send(r.conn, message{State: &h}, files); err != nil {
+		slog.Warn("handing the connection over failed; serving on", "to_pid", r.pid, "err", err)
+		return false
+	}
+	m, _, err := receive(r.conn)
+	if err != nil || !m.Serving {
+		k.generation++ // the other keeper's first server may have served a little
+		slog.Warn("the take-over failed; serving on", "to_pid", r.pid, "failed", m.Failed, "err", err)
+		return false
+	}
+	slog.Info("handed the FUSE connection over; holding nothing, this process exits on SIGTERM or SIGINT without unmounting",
+		"to_pid", r.pid, "generation", k.generation+1)
+	k.release()
+	return true
+}
+
+// listen takes hand-over requests on cfg.Socket from now on: on the
+// listener the keeper inherited, or on a new one, unless another keeper
+// answers there.
+func (k *keeper) listen() {
+	if k.cfg.Socket == "" || k.listener != nil {
+		return
+	}
+	if k.listenerFile == nil {
+		if answers(k.cfg.Socket) {
+			slog.Warn("another keeper answers on the hand-over socket; taking no hand-over requests", "socket", k.cfg.Socket)
+			return
+		}
+		os.Remove(k.cfg.Socket) // a dead keeper's
+		l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: k.cfg.Socket, Net: "unixpacket"})
+		if err == nil {
+			err = os.Chmod(k.cfg.Socket, 0o600)
+		}
+		if err == nil {
+			k.listenerFile, err = l.File()
+			l.SetUnlinkOnClose(false)
+			l.Close()
+		}
+		if err != nil {
+			slog.Warn("could not listen for hand-over requests", "socket", k.cfg.Socket, "err", err)
+			return
+		}
+	}
+	l, err := net.FileListener(k.listenerFile)
+	if err != nil {
+		slog.Warn("could not listen for hand-over requests", "socket", k.cfg.Socket, "err", err)
+		return
+	}
+	k.listener = l.(*net.UnixListener)
+	k.listener.SetUnlinkOnClose(false) // the socket is the connection's: the next keeper listens on it
+	go k.accept(k.listener)
+}
+
+// accept reads each request on l and passes it to the serving loop. Only
+// a peer of the keeper's own uid is heard: the socket hands out the whole
+// mount.
+func (k *keeper) accept(l *net.UnixListener) {
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			return
+		}
+		go func() {
+			// The request is read before it is answered, even a refused
+			// one: a socket closed with a message unread resets its
+			// peer, which would lose the answer.
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			m, files, err := receive(c)
+			closeAll(files)
+			c.SetReadDeadline(time.Time{})
+			cred, credErr := peer(c)
+			if credErr != nil || int(cred.Uid) != os.Geteuid() {
+				slog.Warn("refused a hand-over request from another user", "uid", cred.Uid, "pid", cred.Pid, "err", credErr)
+				send(c, message{Refused: "the keeper hands over only to its own user"}, nil)
+				c.Close()
+				return
+			}
+			if err != nil || m.Offer == nil {
+				send(c, message{Refused: "the request offered nothing"}, nil)
+				c.Close()
+				return
+			}
+			k.requests <- &takeOverRequest{conn: c, pid: int(cred.Pid), offer: *m.Offer}
+		}()
+	}
+}
+
+// refuse answers r with why not, and changes nothing.
+func refuse(r *takeOverRequest, why error) {
+	slog.Warn("refused a take-over; serving on", "pid", r.pid, "why", why)
+	send(r.conn, message{Refused: why.Error()}, nil)
+	r.conn.Close()
+}
+
+// dialKeeper connects to the keeper on socket, if one answers there.
+func dialKeeper(socket string) (*net.UnixConn, bool) {
+	if socket == "" {
+		return nil, false
+	}
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: socket, Net: "unixpacket"})
+	return c, err == nil
+}
+
+func answers(socket string) bool {
+	c, ok := dialKeeper(socket)
+	if ok {
+		c.Close()
+	}
+	return ok
+}
+
+func peer(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return &unix.Ucred{}, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return &unix.Ucred{}, err
+	}
+	if credErr != nil {
+		return &unix.Ucred{}, credErr
+	}
+	return cred, nil
+}
+
+// maxFiles bounds the fds one message carries.
+const maxFiles = 32
+
+func send(c *net.UnixConn, m message, files []*os.File) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	_, _, err = c.WriteMsgUnix(b, oob, nil)
+	return err
+}
+
+func receive(c *net.UnixConn) (message, []*os.File, error) {
+	var m message
+	b, oob := make([]byte, 1<<16), make([]byte, unix.CmsgSpace(maxFiles*4))
+	n, oobn, _, _, err := c.ReadMsgUnix(b, oob)
+	if err != nil {
+		return m, nil, err
+	}
+	var files []*os.File
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return m, nil, err
+	}
+	for _, cm := range msgs {
+		fds, err := unix.ParseUnixRights(&cm)
+		if err != nil {
+			closeAll(files)
+			return m, nil, err
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "handed over"))
+		}
+	}
+	if n == 0 {
+		closeAll(files)
+		return m, nil, io.EOF
+	}
+	if err := json.Unmarshal(b[:n], &m); err != nil {
+		closeAll(files)
+		return m, nil, fmt.Errorf("a message that does not decode: %w", err)
+	}
+	return m, files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// probeTimeout bounds how long the binary SIGHUP executes may take to say
+// what it would serve with.
+const probeTimeout = 30 * time.Second
+
+// probe runs the keeper's binary (which may have been replaced) with the
+// keeper's arguments as a child that only offers, and checks the offer:
+// the keeper executes the binary in its own place only if it fits.
+func (k *keeper) probe() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command(k.exe, os.Args[1:]...)
+	cmd.Env = append(keeperEnv(), probeEnvVar+"=3")
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Stderr = os.Stderr
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		return fmt.Errorf("running %s: %w", k.exe, err)
+	}
+	timer := time.AfterFunc(probeTimeout, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	b, _ := io.ReadAll(r)
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("%s with this keeper's arguments did not say what it would serve with: %w", k.exe, err)
+	}
+	var o offer
+	if err := json.Unmarshal(b, &o); err != nil {
+		return fmt.Errorf("%s does not speak the keeper's hand-over (it said %q)", k.exe, b)
+	}
+	return k.check(o)
+}
+
+// answerProbe writes cfg's offer to the fd named in probeEnvVar: this
+// process is a probe of a keeper about to execute its binary again.
+func answerProbe(fd string, cfg Config) error {
+	n, err := strconv.Atoi(fd)
+	if err != nil {
+		return fmt.Errorf("%s=%q is not an fd", probeEnvVar, fd)
+	}
+	f := os.NewFile(uintptr(n), "probe")
+	defer f.Close()
+	return json.NewEncoder(f).Encode(offerOf(cfg))
+}
+
+// reexec executes the keeper's binary in this process with the same
+// arguments, the connection's fds inherited and the handover in
+// HandoverEnvVar; it returns only if the exec failed, with the fds as they
+// were.
+func (k *keeper) reexec() error {
+	h, files := k.state()
+	for _, f := range files {
+		fd := int(f.Fd())
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return err
+		}
+		h.FDs = append(h.FDs, fd)
+	}
+	defer func() {
+		for _, f := range files {
+			unix.CloseOnExec(int(f.Fd()))
+		}
+	}()
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	slog.Info("executing the keeper's binary again; it takes the FUSE connection over", "binary", k.exe, "generation", k.generation+1)
+	return syscall.Exec(k.exe, os.Args, append(keeperEnv(), HandoverEnvVar+"="+string(b)))
+}
+
+// reexecuted is the handover this process was executed with by its
+// keeper (ok false: none). The variable is removed, so that nothing this
+// process starts sees it.
+func reexecuted() (h handover, files []*os.File, ok bool, err error) {
+	v, ok := os.LookupEnv(HandoverEnvVar)
+	if !ok {
+		return h, nil, false, nil
+	}
+	os.Unsetenv(HandoverEnvVar)
+	if err := json.Unmarshal([]byte(v), &h); err != nil || len(h.FDs) != len(h.Names) {
+		return h, nil, true, fmt.Errorf("%s=%q is not what a keeper sets", HandoverEnvVar, v)
+	}
+	for i, fd := range h.FDs {
+		files = append(files, os.NewFile(uintptr(fd), h.Names[i]))
+	}
+	return h, files, true, nil
+}
+
+// keeperEnv is the keeper's environment less the variables that are the
+// keeper's to set.
+func keeperEnv() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == EnvVar || name == HandoverEnvVar || name == probeEnvVar
+	})
+}
