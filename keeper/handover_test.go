@@ -220,7 +220,10 @@ func TestTakeOverRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config(mnt, socket)
 			tc.change(&cfg)
-			err := keeper.Run(context.Background(), cfg)
+			// A take-over that is not refused serves until the context ends.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := keeper.Run(ctx, cfg)
 			want := "the keeper on " + socket + " refused the take-over: " + tc.want
 			if err == nil || err.Error() != want {
 				t.Errorf("Run: %v\nwant %s", err, want)
