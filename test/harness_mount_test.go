@@ -10,6 +10,7 @@ package test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -140,11 +141,12 @@ func (p *process) killAtEnd(t testing.TB, mnt string) {
 
 // Mount is one running `statefs mount` daemon serving Store on Dir.
 type Mount struct {
-	t     testing.TB
-	Store string // the store directory
-	Dir   string // the mountpoint
-	Args  []string
-	Env   []string // added to the daemon's environment, KEY=value
+	t      testing.TB
+	Binary string // the statefs executable; "" for the one TestMain built
+	Store  string // the store directory
+	Dir    string // the mountpoint
+	Args   []string
+	Env    []string // added to the daemon's environment, KEY=value
 	process
 }
 
@@ -162,12 +164,19 @@ func mountFS(t testing.TB, extra ...string) *Mount {
 // damages it on purpose and says so (storetest.LeaveDamaged).
 func mountStore(t testing.TB, store string, extra ...string) *Mount {
 	t.Helper()
+	return startMount(&Mount{t: t, Store: store, Args: extra})
+}
+
+// startMount is mountStore of m, whose Store, Args and Binary are set.
+func startMount(m *Mount) *Mount {
+	t := m.t
+	t.Helper()
 	testenv.RequireFUSE(t)
-	m := &Mount{t: t, Store: store, Dir: filepath.Join(t.TempDir(), "mnt"), Args: extra}
+	m.Dir = filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(m.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	storetest.CheckAtEnd(t, store) // registered first, so it runs after the unmount
+	storetest.CheckAtEnd(t, m.Store) // registered first, so it runs after the unmount
 	m.Start()
 	t.Cleanup(func() {
 		if m.cmd != nil {
@@ -196,7 +205,7 @@ func (m *Mount) mountArgs() []string {
 // opens only after it has set up the mount (read-ahead included).
 func (m *Mount) Start() {
 	m.t.Helper()
-	cmd := exec.Command(binary, m.mountArgs()...)
+	cmd := exec.Command(cmp.Or(m.Binary, binary), m.mountArgs()...)
 	cmd.Env = append(os.Environ(), m.Env...)
 	m.launch(m.t, cmd)
 	m.awaitServing(m.t, "statefs mount", func() bool {
