@@ -2,6 +2,7 @@ package keeper_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,9 @@ const (
 	socketVar     = "KEEPER_TEST_SOCKET"
 	layoutFileVar = "KEEPER_TEST_LAYOUT_FILE"
 	dialVar       = "KEEPER_TEST_DIAL"
+	// removeVar makes the binary, run to say what it would serve with,
+	// remove its own file, so that the keeper's exec of it fails.
+	removeVar = "KEEPER_TEST_REMOVE_AFTER_PROBE"
 )
 
 func keep() int {
@@ -49,6 +53,9 @@ func keep() int {
 	if err := keeper.Run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "keeper:", err)
 		return 1
+	}
+	if _, probed := os.LookupEnv("STATEFS_KEEPER_PROBE"); probed && os.Getenv(removeVar) != "" {
+		os.Remove(os.Args[0])
 	}
 	return 0
 }
@@ -317,15 +324,18 @@ type keeperProcess struct {
 	done   chan error
 }
 
-func startKeeperProcess(t *testing.T) *keeperProcess {
+// startKeeperProcess starts this test binary, or bin if not "", as a
+// keeper with env, and waits until its first server serves.
+func startKeeperProcess(t *testing.T, bin string, env ...string) *keeperProcess {
 	t.Helper()
 	testenv.RequireFUSE(t)
 	p := &keeperProcess{mnt: t.TempDir(), layout: filepath.Join(t.TempDir(), "layout"), log: &syncBuffer{}, done: make(chan error, 1)}
 	if err := os.WriteFile(p.layout, []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd = exec.Command(cmp.Or(bin, os.Args[0]), "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), keeperVar+"="+p.mnt, socketVar+"="+filepath.Join(t.TempDir(), "keeper.sock"), layoutFileVar+"="+p.layout)
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stderr = p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -375,7 +385,7 @@ func (p *keeperProcess) stop(t *testing.T) {
 // an error, the keeper's pid stays, and the next server is the new image's
 // child, at generation 2.
 func TestSIGHUPExecutesTheKeeperAgain(t *testing.T) {
-	p := startKeeperProcess(t)
+	p := startKeeperProcess(t, "")
 	before := p.server(t)
 	stop := reading(t, p.mnt)
 	time.Sleep(100 * time.Millisecond)
@@ -402,7 +412,7 @@ func TestSIGHUPExecutesTheKeeperAgain(t *testing.T) {
 // another) is refused in one line: the server serves on, the keeper's
 // image and the generation stay.
 func TestSIGHUPRefusesABinaryThatDoesNotFit(t *testing.T) {
-	p := startKeeperProcess(t)
+	p := startKeeperProcess(t, "")
 	before := p.server(t)
 	if err := os.WriteFile(p.layout, []byte("2"), 0o644); err != nil {
 		t.Fatal(err)
@@ -417,6 +427,34 @@ func TestSIGHUPRefusesABinaryThatDoesNotFit(t *testing.T) {
 	}
 	if after := p.server(t); after != before || generation(p.mnt) != "1" {
 		t.Errorf("after a refused SIGHUP: server %d (before: %d), generation %q", after, before, generation(p.mnt))
+	}
+	p.stop(t)
+}
+
+// SIGHUP whose exec fails (here: the binary is gone once it said what it
+// would serve with) is said in one line, and the keeper starts its next
+// server from its own image: the mount goes on, clients see no error.
+func TestSIGHUPWhoseExecFailsServesOn(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "keeper.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startKeeperProcess(t, bin, removeVar+"=1")
+	stop := reading(t, p.mnt)
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the next server", func() bool { return generation(p.mnt) == "2" })
+	failures, _ := stop()
+	if len(failures) > 0 {
+		t.Errorf("clients saw errors across the failed exec: %v", failures)
+	}
+	if want := "executing the keeper's binary again failed; the next server is this keeper's own"; !strings.Contains(p.log.String(), want) {
+		t.Errorf("the keeper does not say %q:\n%s", want, p.log)
 	}
 	p.stop(t)
 }

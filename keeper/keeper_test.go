@@ -205,7 +205,7 @@ func config(mnt, socket string, env ...string) keeper.Config {
 		Mountpoint: mnt,
 		Options:    options(),
 		Server: func() *exec.Cmd {
-			cmd := exec.Command(os.Args[0])
+			cmd := exec.Command("/proc/self/exe") // this binary, even once its file is gone
 			cmd.Env = append(os.Environ(), env...)
 			cmd.Stderr = os.Stderr
 			return cmd
