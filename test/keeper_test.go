@@ -94,3 +94,19 @@ func TestKeeperRestartsAServerOnSIGTERM(t *testing.T) {
 	}
 	requireContent(t, m.Path("f"), []byte("kept across the restart"))
 }
+
+// A `statefs mount` of the store whose keeper serves the mountpoint, with
+// mount options that shape the connection other than the serving keeper's,
+// is refused in one line that names them, and the serving keeper's server
+// serves on, untouched.
+func TestTakeOverWithOtherMountOptionsIsRefused(t *testing.T) {
+	m := mountFS(t)
+	writeSynced(t, m.Path("f"), []byte("served"))
+	server := m.ServerPID()
+	r := runCLI(t, 20*time.Second, "mount", "--allow-other", "--store", m.Store, m.Dir)
+	requireOneLineError(t, r, "refused the take-over", "allow_other (serving: unset; new: set)")
+	if now := m.ServerPID(); now != server {
+		t.Errorf("the server is %d after a refused take-over, was %d", now, server)
+	}
+	requireContent(t, m.Path("f"), []byte("served"))
+}
