@@ -37,8 +37,9 @@ type handleTable struct {
 }
 
 // ConnectionLayout is the layout of what a server leaves the next server
-// of its connection: this table, and the reply records (index.Reply) that
-// answer requests sent again. Change it when either changes. A keeper hands
+// of its connection: this table, the table of unanswered requests
+// (unansweredTable), and the reply records (index.Reply) that answer
+// requests sent again. Change it when any of them changes. A keeper hands
 // its connection over only to a binary of its own layout
 // (keeper.Config.Layout), and a server refuses a table of another.
 const ConnectionLayout = 1
