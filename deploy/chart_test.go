@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 var update = flag.Bool("update", false, "write the plain manifests in kubernetes/ from the chart")
@@ -56,12 +58,28 @@ type rendering struct {
 	values    *chartValues
 }
 
+// clusterVersion is the Kubernetes the chart is rendered for: the oldest
+// it supports in both modes (native sidecars).
+const clusterVersion = "v1.29.0"
+
 // render renders ch with overrides over its values.yaml, as `helm install`
 // and `helm template` do: the values are checked against
-// values.schema.json, then the templates are rendered by Helm's engine.
+// values.schema.json, then the templates are rendered by Helm's engine,
+// for a cluster of clusterVersion.
 func render(ch *chartv2.Chart, overrides common.Values) (*rendering, error) {
+	return renderFor(ch, overrides, clusterVersion)
+}
+
+// renderFor renders as render does, for a cluster of Kubernetes version.
+func renderFor(ch *chartv2.Chart, overrides common.Values, version string) (*rendering, error) {
+	caps := common.DefaultCapabilities.Copy()
+	kv, err := common.ParseKubeVersion(version)
+	if err != nil {
+		return nil, err
+	}
+	caps.KubeVersion = *kv
 	opts := common.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, IsInstall: true}
-	top, err := util.ToRenderValues(ch, overrides, opts, nil)
+	top, err := util.ToRenderValues(ch, overrides, opts, caps)
 	if err != nil {
 		return nil, err
 	}
@@ -157,10 +175,12 @@ collector: {interval: 5m, jobResultStore: /mnt/flink-ha/job-result-store, unknow
 extraVolumes: [{name: flink-ha, nfs: {server: nfs.example.com, path: /exports/flink-ha}}]
 extraVolumeMounts: [{name: flink-ha, mountPath: /mnt/flink-ha/, readOnly: true}]
 extraArgs: [--scrub-rate=64MiB]`},
-		{"node, rolling updates, another kubelet directory", `
+		{"node, rolling updates without surge, another kubelet directory", `
 node:
-  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 10%}}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 0, maxUnavailable: 10%}}
   kubeletDir: /var/lib/k0s/kubelet`},
+		{"node, updates on delete", `node: {updateStrategy: {type: OnDelete}}`},
+		{"node, a surge of a percentage", `node: {updateStrategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 10%, maxUnavailable: "0%"}}}`},
 		{"node, plugin and registrar resources", `
 node:
   csiPlugin: {resources: {requests: {cpu: 50m, memory: 64Mi}, limits: {memory: 256Mi}}}
@@ -256,6 +276,10 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"a JobResultStore beside its volume", "collector: {jobResultStore: /flink-ha2/jrs}\nextraVolumes: [{name: ha, emptyDir: {}}]\nextraVolumeMounts: [{name: ha, mountPath: /flink-ha}]", "collector.jobResultStore /flink-ha2/jrs is on no volume"},
 		{"a volume mount without a path", `extraVolumeMounts: [{name: ha}]`, "/extraVolumeMounts/0"},
 		{"an update strategy that does not exist", `node: {updateStrategy: {type: Recreate}}`, "/node/updateStrategy/type"},
+		{"a surge that may stop a daemon first", `node: {updateStrategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 1}}}`, "set maxUnavailable to 0"},
+		{"a surge with the API's default maxUnavailable", `node: {updateStrategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: null}}}`, "maxUnavailable 1"},
+		{"the keeper off", `extraArgs: [--scrub-rate=64MiB, --keeper=false]`, "/extraArgs/1"},
+		{"the keeper off, spelt otherwise", `extraArgs: [-keeper=0]`, "/extraArgs/0"},
 		{"a relative kubelet directory", `node: {kubeletDir: var/lib/kubelet}`, "/node/kubeletDir"},
 		{"the sidecar example in node mode", `examples: {sidecarStatefulSet: {enabled: true}}`, "examples.sidecarStatefulSet is an example of sidecar mode"},
 		{"the FlinkDeployment example in node mode", `examples: {flinkDeployment: {enabled: true}}`, "examples.flinkDeployment is an example of sidecar mode"},
@@ -297,8 +321,8 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 		},
 		{
 			name:     "the node daemon is restarted when its store takes no new files",
-			template: "templates/daemonset.yaml", old: "livenessProbe:\n            {{- include \"statefs.healthz\"", new: "livenessProbe:\n            {{- include \"statefs.readyz\"",
-			want: "daemon liveness probe: want GET /healthz",
+			template: "templates/daemonset.yaml", old: `{{- include "statefs.mountServes" $n.mountPath | nindent 12 }}`, new: `{{- include "statefs.readyz" . | nindent 12 }}`,
+			want: "daemon liveness probe",
 		},
 		{
 			name:     "the sidecar is restarted when its store takes no new files",
@@ -307,18 +331,77 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 			want:   "daemon liveness probe: want GET /healthz",
 		},
 		{
+			name:     "the node daemon's liveness asks its own pod's daemon",
+			template: "templates/daemonset.yaml", old: `{{- include "statefs.mountServes" $n.mountPath | nindent 12 }}`, new: `{{- include "statefs.healthz" . | nindent 12 }}`,
+			want: "daemon liveness probe",
+		},
+		{
+			name:     "the node daemon's liveness asks through another path",
+			template: "templates/daemonset.yaml", old: `{{- include "statefs.mountServes" $n.mountPath | nindent 12 }}`, new: `{{- include "statefs.mountServes" $n.storePath | nindent 12 }}`,
+			want: "daemon liveness probe",
+		},
+		{
+			name:     "the node daemon shares its pod with the plugin",
+			template: "templates/daemonset.yaml", old: "      containers:\n", new: "      containers:\n        - {name: csi-plugin, image: statefs:dev, args: [csi]}\n",
+			want: "must hold the daemon alone",
+		},
+		{
+			name:     "the node daemon's pod uses the host's network",
+			template: "templates/daemonset.yaml", old: "      automountServiceAccountToken: false\n", new: "      automountServiceAccountToken: false\n      hostNetwork: true\n",
+			want: "uses the host's network",
+		},
+		{
+			name:     "the node daemon takes a host port",
+			template: "templates/_helpers.tpl", old: "  containerPort: {{ .Values.metricsPort }}", new: "  containerPort: {{ .Values.metricsPort }}\n  hostPort: {{ .Values.metricsPort }}",
+			want: "takes host port 9810",
+		},
+		{
+			name:     "the node daemon's surge may stop a daemon first",
+			template: "templates/daemonset.yaml", old: `{{- fail (printf "node.updateStrategy: maxSurge`, new: `{{- $_ := (printf "node.updateStrategy: maxSurge`,
+			values: "node: {updateStrategy: {rollingUpdate: {maxUnavailable: 1}}}",
+			want:   "a surge with maxUnavailable above 0",
+		},
+		{
+			name:     "the plugin surges",
+			template: "templates/csi-plugin.yaml", old: "maxSurge: 0\n      maxUnavailable: 1", new: "maxSurge: 1\n      maxUnavailable: 0",
+			want: "plugin DaemonSet updateStrategy",
+		},
+		{
+			name:     "the plugin runs elsewhere than the daemon",
+			template: "templates/csi-plugin.yaml", old: "{{- with $n.nodeSelector }}", new: "{{- with dict }}",
+			values: "node: {nodeSelector: {disk: ssd}}",
+			want:   "DaemonSet statefs-csi nodeSelector",
+		},
+		{
+			name:     "the plugin sees another store than the daemon's",
+			template: "templates/csi-plugin.yaml", old: "            path: {{ $n.storePath }}", new: "            path: /var/lib/other",
+			want: "the plugin does not see the daemon's /var/lib/statefs/store",
+		},
+		{
+			name:     "the node daemon runs without a keeper",
+			template: "templates/_helpers.tpl", old: `{{- $args = append $args "--allow-other" -}}`, new: `{{- $args = concat $args (list "--allow-other" "--keeper=false") -}}`,
+			want: "daemon --keeper=false",
+		},
+		{
+			name:     "the sidecar runs without a keeper",
+			template: "templates/_helpers.tpl", old: `{{- $args = append $args "--allow-other" -}}`, new: `{{- $args = concat $args (list "--allow-other" "--keeper=false") -}}`,
+			values: "mode: sidecar\nexamples: {sidecarStatefulSet: {enabled: true}}",
+			want:   "daemon --keeper=false",
+		},
+		{
 			name:     "the node daemon's readiness ignores its store",
 			template: "templates/daemonset.yaml", old: "readinessProbe:\n            {{- include \"statefs.readyz\"", new: "readinessProbe:\n            {{- include \"statefs.healthz\"",
 			want: "daemon readiness probe: want GET /readyz",
 		},
 		{
 			name:     "the DaemonSet's update strategy is fixed",
-			template: "templates/daemonset.yaml", old: "{{- toYaml $n.updateStrategy | nindent 4 }}", new: "type: RollingUpdate",
-			want: "DaemonSet updateStrategy",
+			template: "templates/daemonset.yaml", old: "type: {{ $n.updateStrategy.type }}", new: "type: RollingUpdate",
+			values: "node: {updateStrategy: {type: OnDelete}}",
+			want:   "DaemonSet updateStrategy",
 		},
 		{
 			name:     "the registrar registers the socket in /var/lib/kubelet whatever the kubelet's directory",
-			template: "templates/daemonset.yaml", old: "--kubelet-registration-path={{ $n.kubeletDir }}", new: "--kubelet-registration-path=/var/lib/kubelet",
+			template: "templates/csi-plugin.yaml", old: "--kubelet-registration-path={{ $n.kubeletDir }}", new: "--kubelet-registration-path=/var/lib/kubelet",
 			values: "node: {kubeletDir: /var/lib/k0s/kubelet}",
 			want:   "registrar --kubelet-registration-path /var/lib/kubelet/plugins",
 		},
@@ -334,7 +417,7 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 		},
 		{
 			name:     "the plugin's probe asks another port",
-			template: "templates/daemonset.yaml", old: "- --health-addr=:9808", new: "- --health-addr=:9818",
+			template: "templates/csi-plugin.yaml", old: "- --health-addr=:9808", new: "- --health-addr=:9818",
 			want: "the plugin needs a liveness probe",
 		},
 		{name: "holdDeletes off", values: `holdDeletes: false`, want: "--hold-deletes"},
@@ -369,7 +452,7 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 		},
 		{
 			name:     "the plugin binds from another mountpoint",
-			template: "templates/daemonset.yaml", old: "- --mount={{ $n.mountPath }}", new: "- --mount=/mnt",
+			template: "templates/csi-plugin.yaml", old: "- --mount={{ $n.mountPath }}", new: "- --mount=/mnt",
 			want: "plugin --mount /mnt",
 		},
 		{
@@ -603,16 +686,50 @@ statefs:
 	}
 }
 
+// By default an update of node mode keeps each node's FUSE connection: the
+// daemon's DaemonSet starts a node's new pod beside the old one (maxSurge
+// 1) and deletes the old one only once the new one is ready (maxUnavailable
+// 0), so the new daemon takes the connection over (checkHandOver holds the
+// pod to what that needs). A cluster whose DaemonSets cannot surge is
+// refused that, and may update OnDelete.
+func TestChartHandsOverByDefault(t *testing.T) {
+	ch := loadChart(t)
+	r, err := render(ch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := decodeManifest("daemonset.yaml", r.templates["templates/daemonset.yaml"])
+	if err != nil || len(objects) != 1 {
+		t.Fatalf("the daemon's DaemonSet: %d objects, %v", len(objects), err)
+	}
+	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
+	want := appsv1.DaemonSetUpdateStrategy{
+		Type:          appsv1.RollingUpdateDaemonSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxSurge: &one, MaxUnavailable: &zero},
+	}
+	if got := objects[0].value.(*appsv1.DaemonSet).Spec.UpdateStrategy; !reflect.DeepEqual(got, want) {
+		t.Errorf("the daemon's DaemonSet updates with %+v, want a surge of one pod with none unavailable", got)
+	}
+
+	const old = "v1.24.9"
+	if _, err := renderFor(ch, nil, old); err == nil || !strings.Contains(err.Error(), "needs Kubernetes 1.25 or later, this cluster is "+old) {
+		t.Errorf("the defaults on Kubernetes %s: %v, want a refusal that names the version", old, err)
+	}
+	if _, err := renderFor(ch, readValues(t, "node: {updateStrategy: {type: OnDelete}}"), old); err != nil {
+		t.Errorf("OnDelete on Kubernetes %s: %v", old, err)
+	}
+}
+
 // The kubelet's directory is a value, and every path under it in the
-// DaemonSet follows it: none is left at the usual /var/lib/kubelet.
+// plugin's DaemonSet follows it: none is left at the usual /var/lib/kubelet.
 func TestChartKubeletDir(t *testing.T) {
 	r, err := render(loadChart(t), readValues(t, `node: {kubeletDir: /var/lib/k0s/kubelet}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds := r.templates["templates/daemonset.yaml"]
+	ds := r.templates["templates/csi-plugin.yaml"]
 	if strings.Contains(ds, "/var/lib/kubelet") {
-		t.Errorf("the DaemonSet names /var/lib/kubelet with node.kubeletDir /var/lib/k0s/kubelet:\n%s", ds)
+		t.Errorf("the plugin's DaemonSet names /var/lib/kubelet with node.kubeletDir /var/lib/k0s/kubelet:\n%s", ds)
 	}
 	for _, want := range []string{
 		"mountPath: /var/lib/k0s/kubelet\n",
@@ -622,7 +739,7 @@ func TestChartKubeletDir(t *testing.T) {
 		"path: /var/lib/k0s/kubelet\n",
 	} {
 		if !strings.Contains(ds, want) {
-			t.Errorf("the DaemonSet has no %q", want)
+			t.Errorf("the plugin's DaemonSet has no %q", want)
 		}
 	}
 }
@@ -636,11 +753,15 @@ func TestChartNotes(t *testing.T) {
 		want   []string
 		not    []string
 	}{
-		{"mode: node", []string{"get daemonset/statefs-node --watch", "only when its pod is deleted", "WARNING: the collector is off",
-			"WARNING: the image statefs:" + ch.Metadata.AppVersion + " is published nowhere", "push it to a registry", "set image.repository"}, nil},
-		{"mode: node\ncollector: {interval: 10m, flinkURLs: [http://jm:8081]}", []string{"statefs-node --watch"}, []string{"WARNING: the collector is off"}},
+		{"mode: node", []string{"rollout status daemonset/statefs-csi", "rollout status daemonset/statefs-node", "hands its FUSE connection\nover",
+			"WARNING: the collector is off", "WARNING: the image statefs:" + ch.Metadata.AppVersion + " is published nowhere", "push it to a registry", "set image.repository"},
+			[]string{"--watch", "costs"}},
+		{"mode: node\ncollector: {interval: 10m, flinkURLs: [http://jm:8081]}", []string{"rollout status daemonset/statefs-node"}, []string{"WARNING: the collector is off"}},
 		// kubectl rollout status refuses a DaemonSet that updates OnDelete.
-		{"node: {updateStrategy: {type: RollingUpdate}}", []string{"rollout status daemonset/statefs-node"}, []string{"--watch", "OnDelete"}},
+		{"node: {updateStrategy: {type: OnDelete}}", []string{"get daemonset/statefs-node --watch", "only when its pod is deleted", "costs the node's TaskManagers"},
+			[]string{"rollout status daemonset/statefs-node", "hands"}},
+		{"node: {updateStrategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}}", []string{"rollout status daemonset/statefs-node", "restarts the daemons one node after another"},
+			[]string{"--watch", "hands"}},
 		{"mode: sidecar", []string{"statefs.sidecar.", "WARNING: the collector is off", "WARNING: the image statefs:"}, []string{"statefs-node"}},
 		{"image: {repository: registry.example.com/statefs, tag: v1.2.0}", nil, []string{"WARNING: the image"}},
 	} {

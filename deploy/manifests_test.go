@@ -241,6 +241,7 @@ func checkObjects(objects []decoded, v *chartValues) []string {
 	count := map[string]int{}
 	var daemonPods []*corev1.PodTemplateSpec
 	var podMonitors []*promopv1.PodMonitor
+	var daemonSet, pluginSet *appsv1.DaemonSet
 	for _, o := range objects {
 		count[o.kind]++
 		switch obj := o.value.(type) {
@@ -248,8 +249,17 @@ func checkObjects(objects []decoded, v *chartValues) []string {
 			checkCSIDriver(r, obj)
 		case *appsv1.DaemonSet:
 			checkPodSpec(r, o.source, &obj.Spec.Template.Spec, nil)
-			checkNodeDaemonSet(r, obj, v)
-			daemonPods = append(daemonPods, &obj.Spec.Template)
+			switch {
+			case hasContainer(&obj.Spec.Template.Spec, "statefs"):
+				count["daemon DaemonSet"]++
+				daemonSet = obj
+				daemonPods = append(daemonPods, &obj.Spec.Template)
+			case hasContainer(&obj.Spec.Template.Spec, "csi-plugin"):
+				count["plugin DaemonSet"]++
+				pluginSet = obj
+			default:
+				r.errorf("%s: DaemonSet %s has neither the daemon nor the CSI plugin", o.source, obj.Name)
+			}
 		case *appsv1.StatefulSet:
 			var claims []string
 			for _, c := range obj.Spec.VolumeClaimTemplates {
@@ -284,6 +294,12 @@ func checkObjects(objects []decoded, v *chartValues) []string {
 			checkGrafanaConfigMap(r, obj, v)
 		}
 	}
+	if daemonSet != nil {
+		checkNodeDaemonSet(r, daemonSet, v)
+		if pluginSet != nil {
+			checkPluginDaemonSet(r, pluginSet, daemonSet, v)
+		}
+	}
 	for _, tmpl := range daemonPods {
 		checkScraped(r, tmpl, v)
 	}
@@ -295,7 +311,8 @@ func checkObjects(objects []decoded, v *chartValues) []string {
 	node, sidecar := v.Mode == "node", v.Mode == "sidecar"
 	for what, want := range map[string]bool{
 		"CSIDriver":           node,
-		"DaemonSet":           node,
+		"daemon DaemonSet":    node,
+		"plugin DaemonSet":    node,
 		"CSI StatefulSet":     node && v.Examples.CSIStatefulSet.Enabled,
 		"sidecar StatefulSet": sidecar && v.Examples.SidecarStatefulSet.Enabled,
 		"FlinkDeployment":     sidecar && v.Examples.FlinkDeployment.Enabled,
@@ -547,12 +564,12 @@ func mountArgs(args []string) []string {
 }
 
 // checkDaemon checks that container daemon of spec runs the image the
-// values name, statefs mount of a store with metrics on the values' port,
-// the port of its probes (the ones named: startup and liveness a GET of
-// /healthz, readiness of /readyz), the
-// collector's and caches' flags the values give, privileged, with
-// /dev/fuse and a mountpoint whose mount reaches the host, and returns the
-// store and the mountpoint (empty if the command line has none).
+// values name, statefs mount under its keeper of a store with metrics on
+// the values' port, the port of its probes (the ones named: startup and
+// liveness a GET of /healthz, readiness of /readyz), the collector's and
+// caches' flags the values give, privileged, with /dev/fuse and a
+// mountpoint whose mount reaches the host, and returns the store and the
+// mountpoint (empty if the command line has none).
 func checkDaemon(r *report, spec *corev1.PodSpec, daemon *corev1.Container, v *chartValues, probes ...string) (store, mnt string) {
 	if daemon.Image != v.image {
 		r.errorf("daemon image %s, the values say %s", daemon.Image, v.image)
@@ -582,6 +599,12 @@ func checkDaemon(r *report, spec *corev1.PodSpec, daemon *corev1.Container, v *c
 	}
 	if !slices.Contains(args, "--hold-deletes") {
 		r.errorf("the daemon must hold deletes (--hold-deletes): Flink removes the local state a restarted TaskManager would use")
+	}
+	// The keeper mounts with mount(2) itself: the container is privileged.
+	if k := flagValue(args, "keeper"); k != "" {
+		if on, err := strconv.ParseBool(k); err != nil || !on {
+			r.errorf("daemon --keeper=%s: the keeper is what keeps the mount across a crash of its server, and in node mode across an update", k)
+		}
 	}
 	for flag, want := range map[string]string{
 		"gc-interval":           v.Collector.Interval,
@@ -654,30 +677,55 @@ func checkResources(r *report, c *corev1.Container) {
 	}
 }
 
-func checkNodeDaemonSet(r *report, ds *appsv1.DaemonSet, v *chartValues) {
+// checkNodePlacement checks that a DaemonSet of node mode runs its pods
+// on the nodes the values select, with no API access.
+func checkNodePlacement(r *report, ds *appsv1.DaemonSet, v *chartValues) {
 	spec := &ds.Spec.Template.Spec
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-		r.errorf("the pods need no API access (no RBAC): automountServiceAccountToken must be false")
+		r.errorf("DaemonSet %s: the pods need no API access (no RBAC): automountServiceAccountToken must be false", ds.Name)
 	}
 	if !maps.Equal(spec.NodeSelector, v.Node.NodeSelector) {
-		r.errorf("DaemonSet nodeSelector %v, the values say %v", spec.NodeSelector, v.Node.NodeSelector)
+		r.errorf("DaemonSet %s nodeSelector %v, the values say %v", ds.Name, spec.NodeSelector, v.Node.NodeSelector)
 	}
 	if len(spec.Tolerations)+len(v.Node.Tolerations) > 0 && !reflect.DeepEqual(spec.Tolerations, v.Node.Tolerations) {
-		r.errorf("DaemonSet tolerations %v, the values say %v", spec.Tolerations, v.Node.Tolerations)
+		r.errorf("DaemonSet %s tolerations %v, the values say %v", ds.Name, spec.Tolerations, v.Node.Tolerations)
 	}
 	if spec.PriorityClassName != v.Node.PriorityClassName {
-		r.errorf("DaemonSet priorityClassName %q, the values say %q", spec.PriorityClassName, v.Node.PriorityClassName)
+		r.errorf("DaemonSet %s priorityClassName %q, the values say %q", ds.Name, spec.PriorityClassName, v.Node.PriorityClassName)
 	}
-	if !reflect.DeepEqual(ds.Spec.UpdateStrategy, v.Node.UpdateStrategy) {
-		r.errorf("DaemonSet updateStrategy %+v, the values say %+v", ds.Spec.UpdateStrategy, v.Node.UpdateStrategy)
-	}
+}
 
-	daemon := container(spec, "statefs")
-	if daemon == nil {
-		r.errorf("the DaemonSet has no container statefs")
-		return
+// surges reports whether a DaemonSet's update starts a node's new pod
+// before it deletes the old one.
+func surges(s appsv1.DaemonSetUpdateStrategy) bool {
+	if s.Type != appsv1.RollingUpdateDaemonSetStrategyType || s.RollingUpdate == nil || s.RollingUpdate.MaxSurge == nil {
+		return false
 	}
-	store, mnt := checkDaemon(r, spec, daemon, v, "startup", "liveness", "readiness")
+	n, err := intstr.GetScaledValueFromIntOrPercent(s.RollingUpdate.MaxSurge, 100, true)
+	return err != nil || n > 0
+}
+
+// isZero reports whether an intstr is 0 or 0%; nil is the API's default,
+// which for maxUnavailable is 1.
+func isZero(x *intstr.IntOrString) bool {
+	return x != nil && (x.Type == intstr.Int && x.IntVal == 0 || x.Type == intstr.String && (x.StrVal == "0" || x.StrVal == "0%"))
+}
+
+// checkNodeDaemonSet checks the daemon's DaemonSet: the daemon on the
+// node's store and mountpoint, and an update that keeps its connection
+// (checkHandOver).
+func checkNodeDaemonSet(r *report, ds *appsv1.DaemonSet, v *chartValues) {
+	checkNodePlacement(r, ds, v)
+	spec := &ds.Spec.Template.Spec
+	want := v.Node.UpdateStrategy
+	if want.Type != appsv1.RollingUpdateDaemonSetStrategyType {
+		want.RollingUpdate = nil // the chart renders a rollingUpdate only for RollingUpdate
+	}
+	if !reflect.DeepEqual(ds.Spec.UpdateStrategy, want) {
+		r.errorf("DaemonSet updateStrategy %+v, the values say %+v", ds.Spec.UpdateStrategy, want)
+	}
+	daemon := container(spec, "statefs")
+	store, mnt := checkDaemon(r, spec, daemon, v, "startup", "readiness")
 	if store == "" {
 		return
 	}
@@ -690,13 +738,75 @@ func checkNodeDaemonSet(r *report, ds *appsv1.DaemonSet, v *chartValues) {
 	if rules := flagValue(mountArgs(daemon.Args), "rules"); rules != "" {
 		r.errorf("daemon runs with --rules %s: Flink's layout in CSI volumes is built in", rules)
 	}
+	checkHandOver(r, ds, daemon, mnt)
+}
 
-	// The plugin: the daemon's image, store and mount, binds that reach the kubelet.
-	plugin := container(spec, "csi-plugin")
-	if plugin == nil {
-		r.errorf("the DaemonSet has no container csi-plugin")
+// mountServesCommand is the exec probe that the mount at mnt serves, asked
+// through the mount (statefs.mountServes): a statfs with FUSE's magic.
+func mountServesCommand(mnt string) []string {
+	return []string{"sh", "-c", `test "$(stat -f -c %t "$0")" = 65735546`, mnt}
+}
+
+// checkHandOver checks what a node's update needs to keep the FUSE
+// connection: the new daemon pod starts while the old one serves, and its
+// daemon takes the connection over from the old one's keeper through the
+// store (README, Upgrading on Kubernetes). So two daemon pods run on a node
+// at once: nothing in them may take a host port or the host's network, and
+// the pod holds the daemon alone (the CSI plugin's and the registrar's
+// sockets have fixed names, and each removes its own as it stops). The old
+// pod, once it has handed over, serves no probe of its own: its liveness is
+// asked through the mount, or the kubelet would restart it and its new
+// daemon would take the connection back. A surge deletes the old pod only
+// once the new one is ready (maxUnavailable 0).
+func checkHandOver(r *report, ds *appsv1.DaemonSet, daemon *corev1.Container, mnt string) {
+	spec := &ds.Spec.Template.Spec
+	if names := containerNames(spec); len(names) != 1 {
+		r.errorf("the daemon's pod holds containers %q: two of its pods run on a node during an update, so it must hold the daemon alone", names)
+	}
+	if spec.HostNetwork {
+		r.errorf("the daemon's pod uses the host's network: two of them run on a node during an update")
+	}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				r.errorf("container %s takes host port %d: two daemon pods run on a node during an update", c.Name, p.HostPort)
+			}
+		}
+	}
+	if lp := daemon.LivenessProbe; lp == nil || lp.Exec == nil || !slices.Equal(lp.Exec.Command, mountServesCommand(mnt)) {
+		r.errorf("daemon liveness probe %+v: want %q, asked through the mount: a pod that handed its connection over serves no /healthz", lp, mountServesCommand(mnt))
+	}
+	if s := ds.Spec.UpdateStrategy; surges(s) && !isZero(s.RollingUpdate.MaxUnavailable) {
+		r.errorf("DaemonSet updateStrategy %+v: a surge with maxUnavailable above 0 may stop a daemon before its successor took the connection over", s)
+	}
+}
+
+func containerNames(spec *corev1.PodSpec) []string {
+	var names []string
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// checkPluginDaemonSet checks the CSI plugin's DaemonSet: the plugin sees
+// the daemon's store and mount (of daemonSet) and binds into the kubelet's
+// directory, the registrar registers its socket, and an update never runs
+// two of its pods on a node.
+func checkPluginDaemonSet(r *report, ds, daemonSet *appsv1.DaemonSet, v *chartValues) {
+	checkNodePlacement(r, ds, v)
+	if s := ds.Spec.UpdateStrategy; s.Type != appsv1.RollingUpdateDaemonSetStrategyType || surges(s) {
+		r.errorf("plugin DaemonSet updateStrategy %+v: want RollingUpdate without surge: two plugins on a node remove each other's sockets", s)
+	}
+	dspec := &daemonSet.Spec.Template.Spec
+	daemon := container(dspec, "statefs")
+	args := mountArgs(daemon.Args)
+	if len(args) == 0 {
 		return
 	}
+	store, mnt := flagValue(args, "store"), args[len(args)-1]
+	spec := &ds.Spec.Template.Spec
+	plugin := container(spec, "csi-plugin")
 	if plugin.Image != v.image {
 		r.errorf("plugin image %s, the values say %s", plugin.Image, v.image)
 	}
@@ -723,7 +833,7 @@ func checkNodeDaemonSet(r *report, ds *appsv1.DaemonSet, v *chartValues) {
 	}
 	for _, shared := range []string{store, mnt} {
 		pm, dm := mountAt(plugin, shared), mountAt(daemon, shared)
-		if pm == nil || hostPath(spec, pm.Name) != hostPath(spec, dm.Name) {
+		if pm == nil || dm == nil || hostPath(spec, pm.Name) != hostPath(dspec, dm.Name) {
 			r.errorf("the plugin does not see the daemon's %s", shared)
 		}
 	}
@@ -753,7 +863,7 @@ func checkNodeDaemonSet(r *report, ds *appsv1.DaemonSet, v *chartValues) {
 	// The registrar: the plugin's socket, seen from the kubelet at its host path.
 	registrar := container(spec, "node-driver-registrar")
 	if registrar == nil {
-		r.errorf("the DaemonSet has no container node-driver-registrar")
+		r.errorf("the plugin DaemonSet has no container node-driver-registrar")
 		return
 	}
 	if !regexp.MustCompile(`^registry\.k8s\.io/sig-storage/csi-node-driver-registrar:v\d+\.\d+\.\d+$`).MatchString(registrar.Image) {

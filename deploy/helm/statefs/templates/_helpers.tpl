@@ -104,6 +104,22 @@ httpGet:
 {{- end }}
 
 {{/*
+statefs.mountServes: a probe that the mount at its argument (a path) serves,
+asked through the mount rather than of one pod's daemon: the mount answers a
+statfs, which the kernel always sends to the daemon serving it, with FUSE's
+magic number (65735546, as stat prints it). It is /healthz's check, made by
+stat(1) of the image's Debian.
+*/}}
+{{- define "statefs.mountServes" -}}
+exec:
+  command:
+    - sh
+    - -c
+    - 'test "$(stat -f -c %t "$0")" = 65735546'
+    - {{ . | quote }}
+{{- end }}
+
+{{/*
 A probe of the daemon's readiness, /readyz: liveness, and the store takes
 new files. A restart cannot make a read-only disk writable, so no probe that
 restarts the daemon uses it.
@@ -117,6 +133,11 @@ httpGet:
 {{/* The labels of the node DaemonSet's pods; the PodMonitor selects them. */}}
 {{- define "statefs.node.podLabels" -}}
 app.kubernetes.io/name: statefs-node
+{{- end }}
+
+{{/* The labels of the CSI plugin DaemonSet's pods. */}}
+{{- define "statefs.csi.podLabels" -}}
+app.kubernetes.io/name: statefs-csi
 {{- end }}
 
 {{/*
