@@ -79,6 +79,7 @@ func fill(t *testing.T, dir string, seed int64) map[string][]byte {
 // consistent, and every file whose fsync succeeded reads back byte for
 // byte.
 func TestFullDisk(t *testing.T) {
+	t.Parallel() // long, on a disk of its own: it runs beside the other long tests
 	disk := smallDisk(t, 1024)
 	addr := freeAddr(t)
 	m := mountStore(t, filepath.Join(disk, "store"), "--seal-delay", "0", "--metrics-addr", addr, "--seal-as", "chunks")

@@ -155,6 +155,7 @@ func TestPosixReaddir(t *testing.T) {
 }
 
 func TestPosixBigDirectory(t *testing.T) {
+	t.Parallel() // long, on a mount of its own: it runs beside the other long tests
 	m := mountFS(t)
 	const n = 100_000
 	d := m.Path("big")
