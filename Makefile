@@ -61,12 +61,13 @@ vet:
 # collector, held deletes, CSI, the CLI, the views, the metrics, and the
 # crash points, which stop the daemon at steps of its own (seals, index
 # commits, releases, sweeps), after a client's bytes reached their staging
-# file, whichever way they came; and the upgrade from the previous commit's
-# binary, which would build it again for a hand-over that is the same
-# without passthrough. That pass kills the server under load
-# (TestServerKilledUnderLoad) for 20 s, not a minute.
+# file, whichever way they came; the tests that choose passthrough
+# themselves; and the upgrade from the previous commit's binary, which would
+# build it again for a hand-over that is the same without passthrough. That
+# pass kills the server under load (TestServerKilledUnderLoad) for 20 s, not
+# a minute.
 RACE_SKIP := ^(TestOpenUpgradesVersion1|TestOpenUpgradesVersion2|TestOpenRefusesForeignDirectories|TestReadCorruptChunk|TestOpenReadOnlyChangesNothing|TestCheckFindsEachFileProblem)$$
-NO_PASSTHROUGH_SKIP := ^(TestPosixBigDirectory|TestPosixReaddir|TestPosixMkdirRmdir|TestPosixNames|TestPosixDeepPath|TestPosixSymlink|TestPosixChmodChown|TestPosixUmask|TestPosixPermissions|TestPosixSetgidDirectory|TestPosixXattr|TestPosixStatfs|TestSecurityPathsStayInside|TestSecurityStoreSymlinks|TestSecurityAllowOther|TestSecurityStatefsReadOnly|TestGC.*|TestJobVerdict.*|TestHeld.*|TestHold.*|TestDeletesNotHeld|TestPrunedCheckpointsSharingAnSSTGo|TestCSI.*|TestStopWithBinds|TestPodWithItsStoreMovesToAnotherNode|TestMountOverDeadMount|TestInspect.*|TestMetrics.*|TestLogFormat.*|TestFsck.*|TestReadOnlyCommandsChangeNothing|TestCLI.*|TestStatusView|TestViewTimes|TestDaemonSaysItsVersion|TestInventoryView|TestSecurityControl.*|TestCrashPoints|TestCrashPointsCovered|TestCacheSeesTheCollector|TestCacheSeesARestore|TestCacheSeesAHoldGo|TestUpgradeFromThePreviousCommit)$$
+NO_PASSTHROUGH_SKIP := ^(TestPosixBigDirectory|TestPosixReaddir|TestPosixMkdirRmdir|TestPosixNames|TestPosixDeepPath|TestPosixSymlink|TestPosixChmodChown|TestPosixUmask|TestPosixPermissions|TestPosixSetgidDirectory|TestPosixXattr|TestPosixStatfs|TestSecurityPathsStayInside|TestSecurityStoreSymlinks|TestSecurityAllowOther|TestSecurityStatefsReadOnly|TestKillPrivLikeTheDisk|TestObjectReadThroughPassthrough|TestGC.*|TestJobVerdict.*|TestHeld.*|TestHold.*|TestDeletesNotHeld|TestPrunedCheckpointsSharingAnSSTGo|TestCSI.*|TestStopWithBinds|TestPodWithItsStoreMovesToAnotherNode|TestMountOverDeadMount|TestInspect.*|TestMetrics.*|TestLogFormat.*|TestFsck.*|TestReadOnlyCommandsChangeNothing|TestCLI.*|TestStatusView|TestViewTimes|TestDaemonSaysItsVersion|TestInventoryView|TestSecurityControl.*|TestCrashPoints|TestCrashPointsCovered|TestCacheSeesTheCollector|TestCacheSeesARestore|TestCacheSeesAHoldGo|TestUpgradeFromThePreviousCommit)$$
 test: test-deps vet
 	$(GO) test -count=1 -timeout 18m ./...
 	$(GO) test -count=1 -race -timeout 10m -skip '$(RACE_SKIP)' ./fs/ ./store/ ./hold/
