@@ -365,31 +365,41 @@ ls "$1"`, "sh", target)
 	require.NoError(t, err)
 }
 
+// nodeDaemonManifest is the plain manifest of the node DaemonSet, the
+// chart's rendering, held to it in deploy/.
+const nodeDaemonManifest = "../deploy/kubernetes/daemonset.yaml"
+
+// nodeDaemon is the node DaemonSet's daemon container, as the plain
+// manifest has it.
+func nodeDaemon(t *testing.T) corev1.Container {
+	t.Helper()
+	b, err := os.ReadFile(nodeDaemonManifest)
+	require.NoError(t, err)
+	var ds appsv1.DaemonSet
+	require.NoError(t, yaml.UnmarshalStrict(b, &ds), nodeDaemonManifest)
+	i := slices.IndexFunc(ds.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "statefs" })
+	require.GreaterOrEqual(t, i, 0, "%s has no container statefs", nodeDaemonManifest)
+	return ds.Spec.Template.Spec.Containers[i]
+}
+
 // nodeDaemonFlags are the flags of statefs mount in the node DaemonSet's
 // daemon container, as the plain manifest has them (the chart's rendering,
 // held to it in deploy/), less the store, the metrics address and the
 // mountpoint, which are the node's and which the test gives.
 func nodeDaemonFlags(t *testing.T) []string {
 	t.Helper()
-	const manifest = "../deploy/kubernetes/daemonset.yaml"
-	b, err := os.ReadFile(manifest)
-	require.NoError(t, err)
-	var ds appsv1.DaemonSet
-	require.NoError(t, yaml.UnmarshalStrict(b, &ds), manifest)
-	i := slices.IndexFunc(ds.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "statefs" })
-	require.GreaterOrEqual(t, i, 0, "%s has no container statefs", manifest)
-	args := ds.Spec.Template.Spec.Containers[i].Args
+	args := nodeDaemon(t).Args
 	cmd := slices.Index(args, "mount")
-	require.True(t, cmd >= 0 && len(args) > cmd+1, "%s: the daemon runs statefs %q, not statefs mount", manifest, args)
+	require.True(t, cmd >= 0 && len(args) > cmd+1, "%s: the daemon runs statefs %q, not statefs mount", nodeDaemonManifest, args)
 	var flags []string
 	for _, a := range args[cmd+1 : len(args)-1] {
 		name, value, _ := strings.Cut(a, "=")
-		require.True(t, strings.HasPrefix(name, "--"), "%s: daemon argument %q is not a --flag or --flag=value", manifest, a)
+		require.True(t, strings.HasPrefix(name, "--"), "%s: daemon argument %q is not a --flag or --flag=value", nodeDaemonManifest, a)
 		switch {
 		case name == "--store" || name == "--metrics-addr":
 			continue
 		case strings.HasPrefix(value, "/"):
-			t.Fatalf("%s: daemon flag %s names a path of the node: the test must give it one of its own", manifest, a)
+			t.Fatalf("%s: daemon flag %s names a path of the node: the test must give it one of its own", nodeDaemonManifest, a)
 		}
 		flags = append(flags, a)
 	}
