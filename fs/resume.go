@@ -25,7 +25,8 @@ type Connection struct {
 	layer      *resumer
 	// unanswered records the requests read and not answered yet; nil
 	// unless RecordUnanswered. staleNodes and staleNames are what those
-	// that earlier servers left were on (Unanswered, Invalidate).
+	// that earlier servers left were on (FailUnanswered,
+	// InvalidateUnanswered).
 	unanswered *unansweredTable
 	staleNodes []uint64
 	staleNames []staleName
@@ -68,7 +69,7 @@ type Resumed struct {
 	Lost int
 	// Failed counts the requests earlier servers read and left unanswered
 	// that this one answered with EIO, on a kernel that cannot send them
-	// again (Connection.Unanswered).
+	// again (Connection.FailUnanswered).
 	Failed int
 }
 

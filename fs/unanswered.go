@@ -20,8 +20,12 @@ import (
 // reuses an id on a connection, and a reply to one it no longer waits for
 // is refused (ENOENT) and changes nothing; while no server reads, the
 // kernel waits only for the requests the dead server read. So the table
-// may list more than was left unanswered, never less: what matters is
-// that every request still unanswered is in it.
+// may list more than was left unanswered; what matters is that every
+// request still unanswered is in it, which holds within two bounds: a
+// request that finds every slot taken (more than inFlightSlots in flight)
+// is in no slot, and one in no slot is answered only if its id is within
+// the window of the highest recorded. Beyond them its caller waits until
+// the mount ends, as with no table.
 //
 // A request is written in a slot of inFlight while the server works on it,
 // and into the ring of the last ones done when its layer returns; its
@@ -30,13 +34,16 @@ import (
 // sees it, so a request in that gap is in no slot: the next server answers
 // as well every id within window of the highest recorded, on both sides
 // (ids rise as the kernel queues requests, and the server reads them
-// nearly in that order).
+// nearly in that order). Clearing the table keeps that highest id, so
+// that a server that reads the requests queued while none served and dies
+// before it records one leaves them in the window too; with nothing ever
+// recorded, the window starts at the kernel's first id.
 //
 // A slot also says which node the request is on and which names it
 // changes: the dead server may have changed them before it died, and the
 // kernel, given an error, keeps what it cached of them (a name it looked
 // up as missing, for --cache-timeout), so the next server tells it to drop
-// those (Connection.Invalidate).
+// those (Connection.InvalidateUnanswered).
 //
 // Claiming and clearing a slot are single atomic operations on shared
 // memory, no system call: a server killed at any point leaves each slot
@@ -160,8 +167,9 @@ func (t *unansweredTable) end(slot uint32) {
 
 // unanswered lists, in increasing order, the ids the servers before this
 // one may have left unanswered: those in flight, those done last, and
-// those within unansweredWindow of the highest of them. Call it before the
-// server reads a request: it lists this server's own too.
+// those within unansweredWindow of the highest of them (of the kernel's
+// first id if none was ever recorded). Call it before the server reads a
+// request: it lists this server's own too.
 func (t *unansweredTable) unanswered() []uint64 {
 	var ids []uint64
 	for i := range t.inFlight {
@@ -174,14 +182,7 @@ func (t *unansweredTable) unanswered() []uint64 {
 			ids = append(ids, id)
 		}
 	}
-	highest := uint64(0)
-	if len(ids) > 0 {
-		highest = slices.Max(ids)
-	}
-	if highest == 0 {
-		return nil
-	}
-	highest &^= idStep - 1
+	highest := t.highest() &^ (idStep - 1)
 	low := uint64(idStep)
 	if highest > low+unansweredWindow*idStep {
 		low = highest - unansweredWindow*idStep
@@ -191,6 +192,18 @@ func (t *unansweredTable) unanswered() []uint64 {
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids)
+}
+
+// highest is the highest id in a slot or in the ring; 0 for none.
+func (t *unansweredTable) highest() uint64 {
+	highest := uint64(0)
+	for i := range t.inFlight {
+		highest = max(highest, t.inFlight[i].unique.Load())
+	}
+	for i := range t.recent {
+		highest = max(highest, t.recent[i].Load())
+	}
+	return highest
 }
 
 // stale lists the nodes and the names the requests in flight were on.
@@ -227,14 +240,20 @@ type staleName struct {
 	name   string
 }
 
-// clear empties the table once what it listed is answered.
+// clear empties the table once what it listed is answered, but for the
+// highest id, which it keeps in the ring: the window stays anchored there
+// for the requests that follow it (unansweredTable). Answering that id
+// again costs an ENOENT. Call it before this server records a request:
+// its own go into the ring from the start and overwrite it.
 func (t *unansweredTable) clear() {
+	highest := t.highest()
 	for i := range t.inFlight {
 		t.inFlight[i].unique.Store(0)
 	}
 	for i := range t.recent {
 		t.recent[i].Store(0)
 	}
+	t.recent[0].Store(highest)
 }
 
 // RecordUnanswered makes this server record every request it reads, until
@@ -261,19 +280,39 @@ func (c *Connection) Recording(raw fuse.RawFileSystem) fuse.RawFileSystem {
 	return &recorder{RawFileSystem: raw, t: c.unanswered, handles: c.handles}
 }
 
-// ReleaseUnanswered releases, in this server, the file handles that
-// RELEASE and RELEASEDIR requests in flight when the servers before this
-// one died were releasing: the kernel forgot them already (it ignores the
-// error the request is then answered with), and the handle table would
-// otherwise keep them, and their inodes unsealed, until the mount ends. A
-// handle whose slot no longer names the open it recorded was released
-// already, its slot given to another open since, and is left alone. Call
-// it after Resume and before Unanswered's answers; it returns how many it
-// released.
-func (c *Connection) ReleaseUnanswered() int {
+// FailUnanswered answers the requests the servers before this one read
+// and may have left unanswered, on a kernel that refused to send them
+// again, in this order: it releases the file handles that the RELEASE and
+// RELEASEDIR requests in its slots were releasing (releaseUnanswered),
+// lists the requests (more than were left; see unansweredTable for which),
+// has answer answer them (returning how many the kernel still waited
+// for), and clears the table. A server that dies on the way leaves the
+// table for the next to do it all again: the handles are released
+// already, and an id answered already is refused. It keeps the nodes and
+// names the requests in its slots were on, for InvalidateUnanswered. Call
+// it after Resume and before Serve; it returns how many requests answer
+// answered and how many handles it released.
+func (c *Connection) FailUnanswered(answer func(ids []uint64) int) (failed, released int) {
 	if !c.RecordsUnanswered() {
-		return 0
+		return 0, 0
 	}
+	released = c.releaseUnanswered()
+	c.staleNodes, c.staleNames = c.unanswered.stale()
+	failed = answer(c.unanswered.unanswered())
+	c.unanswered.clear()
+	return failed, released
+}
+
+// releaseUnanswered releases, in this server, the file handles that the
+// RELEASE and RELEASEDIR requests in the table's slots were releasing: the
+// kernel forgot them already (it ignores the error the request is then
+// answered with), and the handle table would otherwise keep them, and
+// their inodes unsealed, until the mount ends. A handle whose slot no
+// longer names the open it recorded was released already, its slot given
+// to another open since, and is left alone. A release in no slot (one the
+// table answers only by its window) is answered and not done: its handle
+// stays until the mount ends. It returns how many it released.
+func (c *Connection) releaseUnanswered() int {
 	released := 0
 	fhs, opened := c.unanswered.releases()
 	for i, fh := range fhs {
@@ -287,26 +326,17 @@ func (c *Connection) ReleaseUnanswered() int {
 	return released
 }
 
-// Unanswered lists, in increasing order, the unique ids of the requests
-// the servers before this one may have left unanswered: more than they
-// left, never less; nil if it does not record. Call it before the server
-// reads a request, answer each, then call ClearUnanswered.
-func (c *Connection) Unanswered() []uint64 {
-	if !c.RecordsUnanswered() {
-		return nil
-	}
-	c.staleNodes, c.staleNames = c.unanswered.stale()
-	return c.unanswered.unanswered()
-}
-
-// Invalidate tells the kernel to drop what it caches of the nodes and the
-// names the requests Unanswered listed were on (attributes, content, a
-// directory's listing, an entry): the dead server may have changed them,
-// and the kernel, given an error, keeps what it had. Run it once the
-// server serves, not before: to drop a name, the kernel takes its
-// directory's lock, which a request waiting for this server may hold. It
-// returns how many nodes and names it dropped.
-func (c *Connection) Invalidate(srv *fuse.Server) (nodes, names int) {
+// InvalidateUnanswered tells the kernel to drop what it caches of the
+// nodes and the names that the requests in the table's slots were on when
+// FailUnanswered answered them (attributes, content, a directory's
+// listing, an entry): the dead server may have changed them, and the
+// kernel, given an error, keeps what it had. It drops them for every
+// request in a slot, answered already or not, which costs the kernel a
+// lookup at most. Run it once the server serves, not before: to drop a
+// name, the kernel takes its directory's lock, which a request waiting
+// for this server may hold. It returns how many nodes and names it
+// dropped.
+func (c *Connection) InvalidateUnanswered(srv *fuse.Server) (nodes, names int) {
 	for _, n := range c.staleNodes {
 		if srv.InodeNotify(n, 0, 0).Ok() {
 			nodes++
@@ -323,8 +353,10 @@ func (c *Connection) Invalidate(srv *fuse.Server) (nodes, names int) {
 // RecordsUnanswered reports whether RecordUnanswered was called.
 func (c *Connection) RecordsUnanswered() bool { return c != nil && c.unanswered != nil }
 
-// ClearUnanswered empties the table once what Unanswered listed is
-// answered: a server that dies before has the next answer them again.
+// ClearUnanswered empties the table without answering what it lists, for
+// a server that records on a kernel that sends those requests again
+// (keeper.Session.Resend succeeded: a kernel older by its release that
+// has the notification): this server reads and records them anew.
 func (c *Connection) ClearUnanswered() {
 	if c.RecordsUnanswered() {
 		c.unanswered.clear()

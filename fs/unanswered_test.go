@@ -84,14 +84,58 @@ func TestUnansweredListsWhatTheDeadServerLeft(t *testing.T) {
 		t.Errorf("the list is not sorted without duplicates")
 	}
 	next.clear()
-	if got := next.unanswered(); len(got) != 0 {
-		t.Errorf("after clear: %d ids listed, want none", len(got))
+	if got, want := next.unanswered(), window(highest); !slices.Equal(got, want) {
+		t.Errorf("after clear: %d ids listed from %d, want the %d of the window around %d", len(got), got[0], len(want), highest)
 	}
 }
 
-// The window stops at the first id the kernel gives.
+// window is what the table lists around its highest id when nothing else
+// is in it.
+func window(highest uint64) []uint64 {
+	var ids []uint64
+	low := uint64(idStep)
+	if highest > low+unansweredWindow*idStep {
+		low = highest - unansweredWindow*idStep
+	}
+	for id := low; id <= highest+unansweredWindow*idStep; id += idStep {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// A server clears the table once it has answered what it listed, then
+// reads the requests the kernel queued while no server ran and dies before
+// it records one: the next server still answers them, from the window
+// around the highest id cleared. Cleared again with nothing recorded, the
+// window stays there.
+func TestUnansweredClearKeepsTheWindow(t *testing.T) {
+	mem := unansweredMemory(t)
+	dead := unansweredTableOf(t, mem)
+	const highest = 5000
+	dead.end(dead.begin(id(highest-1), 1))
+	dead.begin(id(highest), 1)
+
+	next := unansweredTableOf(t, mem)
+	next.clear()
+	for range 2 {
+		got := unansweredTableOf(t, mem).unanswered()
+		for _, n := range []uint64{highest, highest + 1, highest + unansweredWindow} {
+			if _, found := slices.BinarySearch(got, id(n)); !found {
+				t.Fatalf("after clear, the id %d of a request queued after the highest cleared (%d) is not listed", id(n), id(highest))
+			}
+		}
+		unansweredTableOf(t, mem).clear()
+	}
+}
+
+// The window stops at the first id the kernel gives; with nothing ever
+// recorded (a server that died before it recorded its first request), it
+// starts there.
 func TestUnansweredWindowStartsAtTheFirstRequest(t *testing.T) {
 	u := unansweredTableOf(t, unansweredMemory(t))
+	if got, want := u.unanswered(), window(0); !slices.Equal(got, want) {
+		t.Errorf("with nothing recorded: %d ids listed, want the %d from the first id", len(got), len(want))
+	}
 	u.begin(id(3), 1)
 	got := u.unanswered()
 	if got[0] != id(1) {
@@ -168,7 +212,7 @@ func TestRecorderRecordsWhileServing(t *testing.T) {
 	if !slices.Contains(inner.during, unique) {
 		t.Errorf("while served, the table listed %v, not the request", inner.during)
 	}
-	if !slices.Contains(c.Unanswered(), unique) {
+	if !slices.Contains(c.unanswered.unanswered(), unique) {
 		t.Errorf("once served, the table lists no request %d: its answer is not written yet", unique)
 	}
 	raw.Forget(7, 1)
@@ -215,7 +259,9 @@ func TestUnansweredStaleNodesAndNames(t *testing.T) {
 	if err := next.RecordUnanswered(mem); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(next.Unanswered(), id(2)) {
+	var listed []uint64
+	next.FailUnanswered(func(ids []uint64) int { listed = ids; return 0 })
+	if !slices.Contains(listed, id(2)) {
 		t.Fatalf("the rename in flight is not listed")
 	}
 	if want := []uint64{5}; !slices.Equal(next.staleNodes, want) {
@@ -265,13 +311,15 @@ func BenchmarkUnansweredRecord(b *testing.B) {
 
 // A server dies releasing a handle (its RELEASE recorded in flight): the
 // next server releases it from the handle table, so that nothing keeps it
-// open until the mount ends; a release whose handle's slot names another
-// open since is left alone.
+// open until the mount ends, and one that dies after that and before it
+// clears the table leaves the server after it nothing to release; a
+// release whose handle was released and its slot given to another open
+// before the server died is left alone, the other open kept.
 func TestUnansweredReleaseIsDone(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		sameOpen bool
-	}{{"the handle released", true}, {"the slot given to another open", false}} {
+		reopened bool
+	}{{"the handle released", false}, {"the slot given to another open", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
 			handles, unanswered := handleMemory(t), unansweredMemory(t)
@@ -289,11 +337,18 @@ func TestUnansweredReleaseIsDone(t *testing.T) {
 			}
 			fh := out.Fh
 			s := c1.unanswered.begin(id(1000), f.node)
-			opened := c1.handles.slots[uint32(fh)].unique
-			if !tc.sameOpen {
-				opened++
+			c1.unanswered.releasing(s, fh, c1.handles.slots[uint32(fh)].unique)
+			if tc.reopened {
+				h.Unique = id(1001)
+				k1.raw.Release(nil, &fuse.ReleaseIn{InHeader: h, Fh: fh})
+				h.Unique = id(1002)
+				if st := k1.raw.Open(nil, &fuse.OpenIn{InHeader: h, Flags: syscall.O_RDONLY}, &out); !st.Ok() {
+					t.Fatalf("open again: %v", st)
+				}
+				if out.Fh != fh {
+					t.Fatalf("the second open got handle %#x, not the first's %#x: its slot is not reused", out.Fh, fh)
+				}
 			}
-			c1.unanswered.releasing(s, fh, opened)
 			k1.close()
 
 			c2 := connection(t, handles, 2)
@@ -304,13 +359,26 @@ func TestUnansweredReleaseIsDone(t *testing.T) {
 			if k2.resumed.Reopened != 1 {
 				t.Fatalf("resumed %+v, want the open handle reopened", k2.resumed)
 			}
-			released := c2.ReleaseUnanswered()
+			released := c2.releaseUnanswered()
 			open := len(c2.handles.open())
-			if tc.sameOpen && (released != 1 || open != 0) {
+			if !tc.reopened && (released != 1 || open != 0) {
 				t.Errorf("released %d, %d handles left open; want the one released", released, open)
 			}
-			if !tc.sameOpen && (released != 0 || open != 1) {
+			if tc.reopened && (released != 0 || open != 1) {
 				t.Errorf("released %d, %d handles left open; want the other open's kept", released, open)
+			}
+			k2.close()
+
+			c3 := connection(t, handles, 3)
+			if err := c3.RecordUnanswered(unanswered); err != nil {
+				t.Fatal(err)
+			}
+			serveKernel(t, dir, Options{Passthrough: true}, c3)
+			if released := c3.releaseUnanswered(); released != 0 {
+				t.Errorf("a server after one that died before clearing the table released %d handles again, want 0", released)
+			}
+			if got := len(c3.handles.open()); got != open {
+				t.Errorf("%d handles open after the third server, want %d", got, open)
 			}
 		})
 	}

@@ -416,8 +416,9 @@ func serveFUSE(mnt string, raw fuse.RawFileSystem, opts *fuse.MountOptions, sess
 	}
 	if session != nil && session.Resend() == keeper.ResendRefused {
 		resumed.Failed = failUnanswered(session, conn)
+	} else {
+		conn.ClearUnanswered()
 	}
-	conn.ClearUnanswered()
 	done := make(chan struct{})
 	go func() {
 		server.Serve()
@@ -425,7 +426,7 @@ func serveFUSE(mnt string, raw fuse.RawFileSystem, opts *fuse.MountOptions, sess
 	}()
 	if resumed.Failed > 0 {
 		go func() {
-			nodes, names := conn.Invalidate(server)
+			nodes, names := conn.InvalidateUnanswered(server)
 			slog.Info("dropped the kernel's caches of what the requests answered with EIO were on", "nodes", nodes, "names", names)
 		}()
 	}
@@ -463,8 +464,7 @@ func failUnanswered(session *keeper.Session, conn *fs.Connection) int {
 		slog.Warn("requests in flight when the previous server died are lost: their callers wait until the mount ends")
 		return 0
 	}
-	released := conn.ReleaseUnanswered()
-	failed := session.Fail(conn.Unanswered(), syscall.EIO)
+	failed, released := conn.FailUnanswered(func(ids []uint64) int { return session.Fail(ids, syscall.EIO) })
 	if failed > 0 {
 		slog.Warn("answered with EIO the requests the previous server read and did not answer", "requests", failed, "handles_released", released)
 	}
