@@ -3,6 +3,7 @@ package fs
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -414,4 +415,53 @@ type releasingFS struct {
 func (r *releasingFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	close(r.entered)
 	<-r.block
+}
+
+// notRecorded are the methods of fuse.RawFileSystem that the recorder
+// leaves to the layer below: no request, or no answer the kernel waits for.
+var notRecorded = map[string]bool{
+	"String":    true, // not a request
+	"SetDebug":  true,
+	"Init":      true, // go-fuse's, with the server; the INIT request is answered before any layer
+	"OnUnmount": true,
+	"Forget":    true, // no answer
+}
+
+// The recorder records every request with an answer: each method of
+// fuse.RawFileSystem but notRecorded is its own and begins by recording
+// the request, so that one go-fuse adds is not served unrecorded. The
+// layer below is missing, so each call panics there, after its record.
+func TestRecorderRecordsEveryRequest(t *testing.T) {
+	c := &Connection{}
+	if err := c.RecordUnanswered(unansweredMemory(t)); err != nil {
+		t.Fatal(err)
+	}
+	r := reflect.ValueOf(&recorder{t: c.unanswered})
+	api := reflect.TypeFor[fuse.RawFileSystem]()
+	for i := range api.NumMethod() {
+		name := api.Method(i).Name
+		if notRecorded[name] {
+			continue
+		}
+		unique := id(uint64(i) + 1)
+		m := r.MethodByName(name)
+		args := make([]reflect.Value, m.Type().NumIn())
+		for j := range args {
+			in := m.Type().In(j)
+			args[j] = reflect.Zero(in)
+			if in.Kind() == reflect.Pointer && in.Elem().Kind() == reflect.Struct {
+				args[j] = reflect.New(in.Elem())
+				if f := args[j].Elem().FieldByName("Unique"); f.IsValid() {
+					f.SetUint(unique)
+				}
+			}
+		}
+		func() {
+			defer func() { recover() }()
+			m.Call(args)
+		}()
+		if c.unanswered.highest() != unique {
+			t.Errorf("%s is not recorded", name)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -74,8 +75,34 @@ func TestKeeperFailsARequestItCannotResend(t *testing.T) {
 			require.True(t, st.IsDir())
 			writeSynced(t, m.Path(tc.name, "after"), []byte("served on"))
 			requireContent(t, m.Path(tc.name, "after"), []byte("served on"))
+			if size := unansweredTableSize(t, m); tc.want == 0 {
+				require.Zero(t, size, "the keeper's table of unanswered requests, on a kernel that resends: no server should record")
+			} else {
+				require.NotZero(t, size, "the keeper's table of unanswered requests, on a kernel without resend")
+			}
 		})
 	}
+}
+
+// unansweredTableSize is the size of the memfd in which the keeper of m
+// holds the table of unanswered requests: 0 until a server records into
+// it.
+func unansweredTableSize(t *testing.T, m *Mount) int64 {
+	t.Helper()
+	fds := fmt.Sprintf("/proc/%d/fd", m.cmd.Process.Pid)
+	entries, err := os.ReadDir(fds)
+	require.NoError(t, err)
+	for _, e := range entries {
+		link, err := os.Readlink(filepath.Join(fds, e.Name()))
+		if err != nil || !strings.HasPrefix(link, "/memfd:statefs-keeper-unanswered ") {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(fds, e.Name()))
+		require.NoError(t, err)
+		return st.Size()
+	}
+	t.Fatalf("the keeper (pid %d) holds no memfd for the table of unanswered requests", m.cmd.Process.Pid)
+	return 0
 }
 
 // Without resend, the server SIGKILLed five times at random moments under
@@ -161,6 +188,7 @@ func TestKilledServersLeaveNoCallerWaitingWithoutResend(t *testing.T) {
 		t.Errorf("a client saw %v", err)
 	}
 	t.Logf("%d calls, %d answered EIO, over %d kills", calls.Load(), eio.Load(), kills)
+	require.NotZero(t, eio.Load(), "no call was answered with EIO: no kill found a request in flight, and the test showed nothing")
 	writeSynced(t, m.Path("after"), []byte("served on"))
 	requireContent(t, m.Path("after"), []byte("served on"))
 }
