@@ -321,12 +321,12 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 		},
 		{
 			name:     "the node daemon is restarted when its store takes no new files",
-			template: "templates/daemonset.yaml", old: `{{- include "statefs.mountServes" $n.mountPath | nindent 12 }}`, new: `{{- include "statefs.readyz" . | nindent 12 }}`,
+			template: "templates/daemonset.yaml", old: `{{- include "statefs.mountServes" $n.mountPath | nindent 12 }}`, new: readyz(12),
 			want: "daemon liveness probe",
 		},
 		{
 			name:     "the sidecar is restarted when its store takes no new files",
-			template: "templates/_helpers.tpl", old: "livenessProbe:\n    {{- include \"statefs.healthz\"", new: "livenessProbe:\n    {{- include \"statefs.readyz\"",
+			template: "templates/_helpers.tpl", old: "livenessProbe:\n    {{- include \"statefs.healthz\" . | nindent 4 }}", new: "livenessProbe:" + readyz(4),
 			values: "mode: sidecar\nexamples: {sidecarStatefulSet: {enabled: true}}",
 			want:   "daemon liveness probe: want GET /healthz",
 		},
@@ -389,9 +389,9 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 			want:   "daemon --keeper=false",
 		},
 		{
-			name:     "the node daemon's readiness ignores its store",
-			template: "templates/daemonset.yaml", old: "readinessProbe:\n            {{- include \"statefs.readyz\"", new: "readinessProbe:\n            {{- include \"statefs.healthz\"",
-			want: "daemon readiness probe: want GET /readyz",
+			name:     "the node daemon's readiness asks whether its store takes new files",
+			template: "templates/daemonset.yaml", old: "readinessProbe:\n            {{- include \"statefs.healthz\" . | nindent 12 }}", new: "readinessProbe:" + readyz(12),
+			want: "daemon readiness probe: want GET /healthz",
 		},
 		{
 			name:     "the DaemonSet's update strategy is fixed",
@@ -484,6 +484,12 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 			t.Logf("found: %s", failures[i])
 		})
 	}
+}
+
+// readyz is a template's text for a probe of the daemon's /readyz, the
+// store taking new files, at indent: what no probe of the chart asks.
+func readyz(indent int) string {
+	return fmt.Sprintf(`{{- include "statefs.healthz" . | replace "/healthz" "/readyz" | nindent %d }}`, indent)
 }
 
 // plainManifests renders the chart with each values file of plainValuesDir

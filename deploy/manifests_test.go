@@ -565,8 +565,8 @@ func mountArgs(args []string) []string {
 
 // checkDaemon checks that container daemon of spec runs the image the
 // values name, statefs mount under its keeper of a store with metrics on
-// the values' port, the port of its probes (the ones named: startup and
-// liveness a GET of /healthz, readiness of /readyz), the collector's and
+// the values' port, the port of its probes (the ones named, each a GET of
+// /healthz), the collector's and
 // caches' flags the values give, privileged, with /dev/fuse and a
 // mountpoint whose mount reaches the host, and returns the store and the
 // mountpoint (empty if the command line has none).
@@ -628,15 +628,18 @@ func checkDaemon(r *report, spec *corev1.PodSpec, daemon *corev1.Container, v *c
 		r.errorf("daemon --log-format %q, the values say %q", got, v.LogFormat)
 	}
 	checkResources(r, daemon)
-	// A probe that restarts the daemon asks for liveness only: a restart
-	// cannot make a read-only store writable, and costs every TaskManager
-	// on the mount its open files.
+	// No probe asks /readyz, whether the store takes new files. A probe
+	// that restarts the daemon asks for liveness only: a restart cannot make
+	// a read-only store writable, and costs every TaskManager on the mount
+	// its open files. Readiness, which only the node DaemonSet's update
+	// reads, asks the same: in a surge the controller deletes an old pod
+	// that is not ready as soon as the new pod exists, before the new
+	// daemon has taken the connection over, and the old keeper unmounts.
 	all := map[string]*corev1.Probe{"startup": daemon.StartupProbe, "liveness": daemon.LivenessProbe, "readiness": daemon.ReadinessProbe}
-	paths := map[string]string{"startup": "/healthz", "liveness": "/healthz", "readiness": "/readyz"}
 	for _, name := range probes {
 		probe := all[name]
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != paths[name] {
-			r.errorf("daemon %s probe: want GET %s", name, paths[name])
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" {
+			r.errorf("daemon %s probe: want GET /healthz", name)
 			continue
 		}
 		if port := containerPort(daemon, probe.HTTPGet.Port); ":"+strconv.Itoa(int(port)) != metrics {

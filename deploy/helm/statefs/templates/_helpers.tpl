@@ -95,7 +95,11 @@ prometheus.io/path: /metrics
 
 {{/*
 A probe of the daemon's liveness, /healthz: it fails only when the mount
-does not answer, which a restart fixes. Startup and liveness probes use it.
+does not answer, which a restart fixes. The startup probes use it, the
+sidecar's liveness probe, and the node daemon's readiness probe. No probe
+asks /readyz (the store takes new files too): a restart cannot make a
+read-only disk writable, and a node daemon that is not ready may be deleted
+before it has handed its connection over (daemonset.yaml).
 */}}
 {{- define "statefs.healthz" -}}
 httpGet:
@@ -117,17 +121,6 @@ exec:
     - -c
     - 'test "$(stat -f -c %t "$0")" = 65735546'
     - {{ . | quote }}
-{{- end }}
-
-{{/*
-A probe of the daemon's readiness, /readyz: liveness, and the store takes
-new files. A restart cannot make a read-only disk writable, so no probe that
-restarts the daemon uses it.
-*/}}
-{{- define "statefs.readyz" -}}
-httpGet:
-  path: /readyz
-  port: metrics
 {{- end }}
 
 {{/* The labels of the node DaemonSet's pods; the PodMonitor selects them. */}}
