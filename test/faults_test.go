@@ -280,6 +280,60 @@ func TestFullDisk(t *testing.T) {
 	}
 }
 
+// TestFullDiskObjects fills a store's disk with the seal's default choice
+// (--seal-as auto), which keeps random content as objects: a file sealed
+// into objects/ before the disk filled reads back whole; a writer gets
+// ENOSPC; unlinking its file, large and never sealed, gives its space back,
+// as the mount's statfs shows, without a sweep; and the store takes new
+// files again, sealed as objects, across a restart.
+func TestFullDiskObjects(t *testing.T) {
+	disk := smallDisk(t, 160)
+	m := mountStore(t, filepath.Join(disk, "store"), "--seal-delay", "0")
+
+	keep := pseudoRandom(1<<20, 80)
+	putFile(t, m.Path("keep"), keep, 0o644)
+	waitAllSealed(t, m)
+	require.Len(t, objectFiles(t, m.Store), 1, "a file of random content is not sealed as an object")
+	require.Empty(t, chunkFiles(t, m.Store), "a file of random content sealed as chunks")
+
+	// The filler stays open until it is unlinked, so that no seal makes
+	// an object of it: its space is its staging file's.
+	filler, err := os.Create(m.Path("filler"))
+	require.NoError(t, err)
+	block := pseudoRandom(1<<20, 81)
+	var werr error
+	for i := 0; i < 400 && werr == nil; i++ {
+		_, werr = filler.Write(block)
+	}
+	if werr == nil {
+		werr = filler.Sync()
+	}
+	requireNoSpace(t, werr, "writing the filler")
+	requireContent(t, m.Path("keep"), keep)
+
+	require.NoError(t, os.Remove(m.Path("filler")))
+	require.NoError(t, filler.Close())
+	// The space comes back once the kernel forgets the unlinked inode.
+	deadline := time.Now().Add(10 * time.Second)
+	for freeBytes(t, m.Dir) < 100<<20 {
+		require.True(t, time.Now().Before(deadline), "unlinking the filler freed no space within 10s: %d bytes free", freeBytes(t, m.Dir))
+		time.Sleep(10 * time.Millisecond)
+	}
+	if strings.Contains(m.Log(), "disk full: new files") {
+		waitLogLine(t, m, 20*time.Second, "disk has room again")
+	}
+	fresh := pseudoRandom(8<<20, 82)
+	require.NoError(t, createSynced(m.Path("fresh"), fresh))
+	waitAllSealed(t, m)
+	require.Len(t, objectFiles(t, m.Store), 2, "the store seals new files as objects once space is freed")
+
+	m.Restart()
+	requireContent(t, m.Path("keep"), keep)
+	requireContent(t, m.Path("fresh"), fresh)
+	_, err = os.Stat(m.Path("filler"))
+	require.True(t, errors.Is(err, fs.ErrNotExist), "the unlinked filler after a restart: %v", err)
+}
+
 // faultFiles writes files of distinct random content, sealed one at a
 // time, and returns each one's content and the chunk files it added.
 func faultFiles(t *testing.T, m *Mount, names ...string) (map[string][]byte, map[string][]string) {
