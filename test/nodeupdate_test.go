@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,7 +19,10 @@ import (
 // the chart's flags; the new pod's daemon, the same command line, starts
 // beside it and takes the FUSE connection over through the store; the
 // chart's liveness probe of the daemon, asked through the mount, passes in
-// the old pod once it has handed over; SIGTERM to the old daemon, as the
+// the old pod once it has handed over; its readiness probe passes while the
+// old pod's store takes no new files, and fails once it has handed over
+// (the controller deletes an old pod that is not ready, handed over or
+// not, as soon as its new pod exists); SIGTERM to the old daemon, as the
 // DaemonSet's deletion of the old pod sends it, exits 0 and leaves the mount
 // served, a file held open for writing across it whole; and the probe fails
 // once no mount is there. What only a cluster shows: the pods' mount
@@ -39,6 +43,18 @@ func TestNodeDaemonUpdateHandsOver(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, held.Sync())
 
+	// The old pod stays ready while its store takes no new files: were it
+	// not, the controller would delete it before the hand-over, and its
+	// keeper would unmount.
+	ready := nodeReadinessProbe(t, oldAddr)
+	require.NoError(t, ready(), "the readiness probe of a daemon that serves")
+	if err := setImmutable(old.Store, true); err != nil {
+		t.Fatalf("chattr +i %s: %v", old.Store, err)
+	}
+	notReady := ready()
+	require.NoError(t, setImmutable(old.Store, false))
+	require.NoError(t, notReady, "the readiness probe of a daemon whose store takes no new files")
+
 	taker := &Mount{t: t, Store: old.Store, Dir: old.Dir, Args: append(slices.Clone(flags), "--metrics-addr", freeAddr(t))}
 	taker.Start()
 	t.Cleanup(func() {
@@ -57,6 +73,7 @@ func TestNodeDaemonUpdateHandsOver(t *testing.T) {
 		t.Errorf("the old daemon, which handed its connection over, still answers /healthz: %s", resp.Status)
 	}
 	require.NoError(t, live(), "the liveness probe of the old pod, whose daemon handed its connection over")
+	require.Error(t, ready(), "the readiness probe of the old pod, whose daemon handed its connection over")
 
 	require.NoError(t, old.terminate(20*time.Second), "the old daemon, which handed its connection over, after SIGTERM")
 	require.True(t, isMounted(taker.Dir), "%s is not mounted once the old daemon exited", taker.Dir)
@@ -69,6 +86,30 @@ func TestNodeDaemonUpdateHandsOver(t *testing.T) {
 
 	taker.Unmount()
 	require.Error(t, live(), "the liveness probe of a mountpoint with no mount")
+}
+
+// nodeReadinessProbe is the node DaemonSet's readiness probe of its daemon,
+// as the plain manifest has it, asked of the daemon whose metrics are served
+// at addr: a func that runs it within the probe's timeout and returns its
+// failure.
+func nodeReadinessProbe(t *testing.T, addr string) func() error {
+	t.Helper()
+	probe := nodeDaemon(t).ReadinessProbe
+	require.True(t, probe != nil && probe.HTTPGet != nil, "%s: the daemon's readiness probe is not a GET: %+v", nodeDaemonManifest, probe)
+	client := &http.Client{Timeout: time.Duration(probe.TimeoutSeconds) * time.Second}
+	url := "http://" + addr + probe.HTTPGet.Path
+	return func() error {
+		resp, err := client.Get(url)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+			body, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("GET %s: %s %s", url, resp.Status, body)
+		}
+		return nil
+	}
 }
 
 // nodeLivenessProbe is the node DaemonSet's liveness probe of its daemon, as
