@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -26,6 +27,7 @@ type bench struct {
 	native   *nativeTarget
 	loopback *loopbackTarget
 	statefs  *statefsTarget
+	noKeeper *statefsTarget // statefs --keeper=false, beside statefs where the keeper's cost is measured
 	source   *checkpointSource
 	// compressible is workload 4's checkpoint of compressible content,
 	// written into the source's tree.
@@ -106,8 +108,8 @@ func (b *bench) prepare(dir string) error {
 	b.native = &nativeTarget{dir: filepath.Join(dir, "native")}
 	b.loopback = &loopbackTarget{bin: filepath.Join(b.bin, "loopback"), logs: b.logs,
 		backing: filepath.Join(dir, "loopback", "backing"), mnt: filepath.Join(dir, "loopback", "mnt")}
-	b.statefs = &statefsTarget{bin: filepath.Join(b.bin, "statefs"), args: b.cfg.StatefsArgs, logs: b.logs,
-		store: filepath.Join(dir, "statefs", "store"), mnt: filepath.Join(dir, "statefs", "mnt")}
+	b.statefs = b.statefsTarget(statefs, "statefs", b.cfg.StatefsArgs)
+	b.noKeeper = b.statefsTarget(noKeeper, "statefs-nokeeper", append(slices.Clone(b.cfg.StatefsArgs), "--keeper=false"))
 	b.logf("building statefs and go-fuse's loopback into %s", b.bin)
 	for _, pkg := range []struct{ out, pkg string }{
 		{b.statefs.bin, "./cmd/statefs"},
@@ -122,9 +124,23 @@ func (b *bench) prepare(dir string) error {
 	return nil
 }
 
+// statefsTarget is statefs mounted with args, its store and mountpoint
+// under the work dir's directory tag.
+func (b *bench) statefsTarget(name, tag string, args []string) *statefsTarget {
+	return &statefsTarget{name: name, tag: tag, bin: filepath.Join(b.bin, "statefs"), args: args, logs: b.logs,
+		store: filepath.Join(b.dir, tag, "store"), mnt: filepath.Join(b.dir, tag, "mnt")}
+}
+
 // targets in the order each repetition runs them.
 func (b *bench) targets() []target {
 	return []target{b.native, b.loopback, b.statefs}
+}
+
+// keeperTargets are targets and, last, statefs without its keeper: the
+// workloads whose every row statefs must keep within keeperBound of the
+// same daemon without the keeper's layers run these.
+func (b *bench) keeperTargets() []target {
+	return append(b.targets(), b.noKeeper)
 }
 
 // describeTargets says how each target runs, with what the daemons report
@@ -145,14 +161,33 @@ func (b *bench) describeTargets(dir string) (map[string]string, error) {
 		return nil, err
 	}
 	b.statefs.TakePeakRSS() // this daemon served no workload
-	return map[string]string{
+	described := map[string]string{
 		native: "a plain directory on the disk",
 		loopback: fmt.Sprintf("go-fuse's example/loopback serving a plain directory, run as `loopback %s MNT DIR` "+
 			"(its fixed options: entry and attribute timeout 1 s; go-fuse hands open files to the kernel itself when it can; the harness waits for its \"Mounted!\"): "+
 			"FUSE passthrough %s", strings.Join(loopbackArgs, " "), onOff(lbPassthrough, "(the kernel got a backing file on open)", "(no backing file on open)")),
 		statefs: fmt.Sprintf("`statefs %s` with a fresh store per repetition (defaults otherwise: seal delay 2s, 1 sealer): "+
 			"FUSE passthrough %s per .statefs/status.json", strings.Join(b.statefs.mountArgs(), " "), onOff(st.Passthrough, "", "")),
-	}, nil
+	}
+	if b.cfg.runs(keeperWorkloads...) {
+		described[noKeeper] = fmt.Sprintf("`statefs %s` (workloads %s only): the same daemon serving in the one process that mounts, "+
+			"without the keeper that statefs runs by default and what a server does for it (the handle table it shares with later servers, "+
+			"a reply record with every mutating request); \"keeper/no keeper\" is statefs's median over this one's, and \"≤ %.0f%%\" "+
+			"judges it on the rows that have a target",
+			strings.Join(b.noKeeper.mountArgs(), " "), joinInts(keeperWorkloads), keeperBound*100)
+	}
+	return described, nil
+}
+
+// keeperWorkloads are the workloads that run noKeeper beside statefs.
+var keeperWorkloads = []int{2, 3, 5, 8}
+
+func joinInts(ids []int) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ", ")
 }
 
 func onOff(on bool, ifOn, ifOff string) string {

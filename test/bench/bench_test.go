@@ -119,6 +119,9 @@ func incompleteMetric(w *Workload, m *Metric) []string {
 	if m.Goal != nil && m.Met == nil {
 		problems = append(problems, fmt.Sprintf("workload %d, %s: target %q not judged", w.ID, m.Name, m.Goal.Text))
 	}
+	if m.Goal != nil && slices.Contains(keeperWorkloads, w.ID) && m.KeeperMet == nil {
+		problems = append(problems, fmt.Sprintf("workload %d, %s: keeper against no keeper not judged", w.ID, m.Name))
+	}
 	return problems
 }
 
@@ -126,7 +129,9 @@ func incompleteMetric(w *Workload, m *Metric) []string {
 // it does.
 func comparedTargets(id int) []string {
 	switch {
-	case id <= 5 || id == 8:
+	case slices.Contains(keeperWorkloads, id):
+		return append(slices.Clone(targetNames), noKeeper)
+	case id <= 5:
 		return targetNames
 	case id == 9:
 		return []string{native, statefs}
@@ -154,6 +159,9 @@ func TestIncompleteCatchesEmptyResults(t *testing.T) {
 			for _, target := range targetNames {
 				m.add(target, 100)
 			}
+			if slices.Contains(keeperWorkloads, id) {
+				m.add(noKeeper, 100)
+			}
 			w.finish(&caches{})
 			r.Workloads = append(r.Workloads, w)
 		}
@@ -168,6 +176,8 @@ func TestIncompleteCatchesEmptyResults(t *testing.T) {
 		{"no metrics", func(r *Report) { r.Workloads[3].Metrics = nil }},
 		{"zero median", func(r *Report) { r.Workloads[4].Metrics[0].Median[statefs] = 0 }},
 		{"target not measured", func(r *Report) { delete(r.Workloads[0].Metrics[0].Median, native) }},
+		{"no keeper not measured", func(r *Report) { delete(r.Workloads[1].Metrics[0].Median, noKeeper) }},
+		{"keeper not judged", func(r *Report) { r.Workloads[7].Metrics[0].KeeperMet = nil }},
 		{"goal not judged", func(r *Report) { r.Workloads[5].Metrics[0].Met = nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -378,4 +388,75 @@ statefs_seals_total{as="chunks"} 3
 	if _, ok, err := sumCounter(strings.NewReader(text), "statefs_absent_total"); ok || err != nil {
 		t.Errorf("absent counter: ok %v, err %v", ok, err)
 	}
+}
+
+// A row with a target is judged against statefs without its keeper too:
+// within 5%, the way the row gets better, and the table and the summary
+// show it beside the rest only in a workload that ran it.
+func TestKeeperAgainstNoKeeper(t *testing.T) {
+	w := newWorkload(2, "Live RocksDB", 1)
+	rows := []struct {
+		name      string
+		higher    bool
+		noKeeper  float64 // statefs is at 100
+		wantRatio string
+		wantGoal  string
+		want      string
+	}{
+		{"faster", true, 90, "1.11×", "≥ 0.95× " + noKeeper, "met"},
+		{"within", true, 104, "0.96×", "≥ 0.95× " + noKeeper, "met"},
+		{"slower", true, 110, "0.91×", "≥ 0.95× " + noKeeper, "**missed**"},
+		{"lower within", false, 96, "1.04×", "≤ 1.05× " + noKeeper, "met"},
+		{"lower slower", false, 90, "1.11×", "≤ 1.05× " + noKeeper, "**missed**"},
+	}
+	for _, r := range rows {
+		goal := ratioGoal(">=", 0.95, native)
+		if !r.higher {
+			goal = ratioGoal("<=", 1.5, native)
+		}
+		m := w.metric(r.name, "ops/s", r.higher, goal)
+		m.add(native, 100)
+		m.add(statefs, 100)
+		m.add(noKeeper, r.noKeeper)
+	}
+	untargeted := w.metric("untargeted", "µs", false, nil)
+	untargeted.add(statefs, 100)
+	untargeted.add(noKeeper, 50)
+	other := newWorkload(1, "Checkpoint copy-in", 1)
+	o := other.metric("copy-in", "MB/s", true, ratioGoal(">=", 1.0, native))
+	o.add(native, 100)
+	o.add(statefs, 100)
+	for _, wl := range []*Workload{w, other} {
+		wl.finish(&caches{})
+	}
+	if untargeted.KeeperMet != nil || o.KeeperMet != nil {
+		t.Errorf("judged a row without a target (%v) or without %s (%v)", untargeted.KeeperMet, noKeeper, o.KeeperMet)
+	}
+	md := string(markdown(&Report{Workloads: []*Workload{w, other}}))
+	for _, r := range rows {
+		table := fmt.Sprintf("| %s (ops/s) | 100 | — | 100 | 1.00× | — |", r.name)
+		if line := lineWith(md, table); !strings.HasSuffix(line, fmt.Sprintf("| %s | %s | %s |", number(r.noKeeper), r.wantRatio, r.want)) {
+			t.Errorf("%s: want a table row ending in %s, %s, %s, got %q", r.name, number(r.noKeeper), r.wantRatio, r.want, line)
+		}
+		summary := fmt.Sprintf("| 2. Live RocksDB | %s, keeper/no keeper | %s |", r.name, r.wantRatio)
+		if line := lineWith(md, summary); !strings.HasSuffix(line, fmt.Sprintf("%s | %s |", r.wantGoal, r.want)) {
+			t.Errorf("%s: want a summary row %s, %s, got %q", r.name, r.wantGoal, r.want, line)
+		}
+	}
+	if line := lineWith(md, "| untargeted (µs) |"); !strings.HasSuffix(line, "| 50 | 2.00× |  |") {
+		t.Errorf("a row without a target: got %q, want its ratio and no verdict", line)
+	}
+	if line := lineWith(md, "| copy-in (MB/s) |"); strings.Count(line, "|") != 9 {
+		t.Errorf("a workload without %s has its columns: %q", noKeeper, line)
+	}
+}
+
+// lineWith is the first line of md that starts with prefix.
+func lineWith(md, prefix string) string {
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
 }

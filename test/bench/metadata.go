@@ -34,7 +34,7 @@ func (b *bench) metadata() []*Workload {
 		unlink:   w.metric("unlink", "files/s", true, vsLoopback()),
 		cycle:    w.metric("create+stat+unlink", "files/s", true, vsLoopback()),
 	}
-	b.eachRep(w, b.targets(), func(t target) error { return b.metadataOnce(t, m) })
+	b.eachRep(w, b.keeperTargets(), func(t target) error { return b.metadataOnce(t, m) })
 	b.servingRSS["5"] = b.statefs.TakePeakRSS()
 	w.finish(&b.caches)
 	return []*Workload{w}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -44,8 +45,25 @@ type Metric struct {
 	Median              map[string]float64   `json:"median"`
 	StatefsOverNative   *float64             `json:"statefs_over_native,omitempty"`
 	StatefsOverLoopback *float64             `json:"statefs_over_loopback,omitempty"`
+	StatefsOverNoKeeper *float64             `json:"statefs_over_no_keeper,omitempty"`
 	Goal                *Goal                `json:"goal,omitempty"`
 	Met                 *bool                `json:"met,omitempty"`
+	// KeeperMet says whether statefs is within keeperBound of noKeeper,
+	// judged on a row with a Goal where both were measured.
+	KeeperMet *bool `json:"keeper_met,omitempty"`
+}
+
+// keeperBound is how much worse than noKeeper statefs may be on a row with
+// a target, as a fraction: the keeper must cost nothing measurable.
+const keeperBound = 0.05
+
+// keeperGoal is the target on statefs's ratio to noKeeper, on a row with a
+// target: within keeperBound, the way the row gets better.
+func (m *Metric) keeperGoal() *Goal {
+	if m.HigherIsBetter {
+		return ratioGoal(">=", 1-keeperBound, noKeeper)
+	}
+	return ratioGoal("<=", 1+keeperBound, noKeeper)
 }
 
 // Goal is a target of the benchmark: statefs's ratio to Against (or, with
@@ -112,8 +130,13 @@ func (m *Metric) finish() {
 	}
 	m.StatefsOverNative = m.ratio(native)
 	m.StatefsOverLoopback = m.ratio(loopback)
+	m.StatefsOverNoKeeper = m.ratio(noKeeper)
 	if m.Goal == nil {
 		return
+	}
+	if m.StatefsOverNoKeeper != nil {
+		met := m.keeperGoal().judge(*m.StatefsOverNoKeeper)
+		m.KeeperMet = &met
 	}
 	v, ok := m.Median[statefs], m.Samples[statefs] != nil
 	if m.Goal.Against != "" {
@@ -126,8 +149,13 @@ func (m *Metric) finish() {
 	if !ok {
 		return
 	}
-	met := map[string]bool{">=": v >= m.Goal.Bound, "<=": v <= m.Goal.Bound, "<": v < m.Goal.Bound}[m.Goal.Op]
+	met := m.Goal.judge(v)
 	m.Met = &met
+}
+
+// judge reports whether v meets the goal.
+func (g *Goal) judge(v float64) bool {
+	return map[string]bool{">=": v >= g.Bound, "<=": v <= g.Bound, "<": v < g.Bound}[g.Op]
 }
 
 // ratio is statefs's median over the target's, if both were measured.
@@ -172,8 +200,10 @@ func writeMarkdown(w io.Writer, r *Report) {
 		m.GoVersion, m.GoFUSE, m.RocksDB)
 	fmt.Fprintln(w, "Targets, all on that disk:")
 	fmt.Fprintln(w)
-	for _, t := range targetNames {
-		fmt.Fprintf(w, "- **%s**: %s\n", t, r.Targets[t])
+	for _, t := range append(slices.Clone(targetNames), noKeeper) {
+		if desc, ok := r.Targets[t]; ok {
+			fmt.Fprintf(w, "- **%s**: %s\n", t, desc)
+		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Each cell is the median over the repetitions (the targets take turns within each repetition); ratios are statefs's median over the other's; MB = 10^6 bytes; `—`: not measured for that target.")
@@ -192,12 +222,24 @@ func writeWorkload(w io.Writer, wl *Workload) {
 	if wl.Error != "" {
 		fmt.Fprintf(w, "**FAILED:** `%s`\n\n", oneLine(wl.Error))
 	}
-	fmt.Fprintln(w, "| metric | native | loopback | statefs | statefs/native | statefs/loopback | target | |")
-	fmt.Fprintln(w, "| --- | --: | --: | --: | --: | --: | --- | --- |")
+	// The columns of noKeeper come after the rest, where it ran, so that
+	// every table starts the same.
+	keeper := wl.measures(noKeeper)
+	header, align := "| metric | native | loopback | statefs | statefs/native | statefs/loopback | target | |", "| --- | --: | --: | --: | --: | --: | --- | --- |"
+	if keeper {
+		header += fmt.Sprintf(" %s | keeper/no keeper | ≤ %.0f%% |", noKeeper, keeperBound*100)
+		align += " --: | --: | --- |"
+	}
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, align)
 	for _, m := range wl.Metrics {
-		fmt.Fprintf(w, "| %s (%s) | %s | %s | %s | %s | %s | %s | %s |\n", m.Name, m.Unit,
+		fmt.Fprintf(w, "| %s (%s) | %s | %s | %s | %s | %s | %s | %s |", m.Name, m.Unit,
 			cell(m, native), cell(m, loopback), cell(m, statefs),
 			ratioCell(m.StatefsOverNative), ratioCell(m.StatefsOverLoopback), goalText(m), verdict(m))
+		if keeper {
+			fmt.Fprintf(w, " %s | %s | %s |", cell(m, noKeeper), ratioCell(m.StatefsOverNoKeeper), keeperVerdict(m))
+		}
+		fmt.Fprintln(w)
 	}
 	for _, n := range wl.Notes {
 		fmt.Fprintf(w, "\n- %s", n)
@@ -220,8 +262,22 @@ func writeSummary(w io.Writer, r *Report) {
 				measured = ratioCell(m.ratio(m.Goal.Against))
 			}
 			fmt.Fprintf(w, "| %d. %s | %s | %s | %s | %s |\n", wl.ID, wl.Title, m.Name, measured, m.Goal.Text, verdict(m))
+			if wl.measures(noKeeper) {
+				fmt.Fprintf(w, "| %d. %s | %s, keeper/no keeper | %s | %s | %s |\n", wl.ID, wl.Title, m.Name,
+					ratioCell(m.StatefsOverNoKeeper), m.keeperGoal().Text, keeperVerdict(m))
+			}
 		}
 	}
+}
+
+// measures reports whether any row of the workload has a sample of target.
+func (wl *Workload) measures(target string) bool {
+	for _, m := range wl.Metrics {
+		if len(m.Samples[target]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func cell(m *Metric, target string) string {
@@ -285,13 +341,18 @@ func goalText(m *Metric) string {
 	return m.Goal.Text
 }
 
-func verdict(m *Metric) string {
+func verdict(m *Metric) string { return verdictOf(m.Met, m.Goal != nil) }
+
+// keeperVerdict judges statefs against noKeeper on a row with a target.
+func keeperVerdict(m *Metric) string { return verdictOf(m.KeeperMet, m.Goal != nil) }
+
+func verdictOf(met *bool, hasGoal bool) string {
 	switch {
-	case m.Met == nil && m.Goal != nil:
+	case met == nil && hasGoal:
 		return "not measured"
-	case m.Met == nil:
+	case met == nil:
 		return ""
-	case *m.Met:
+	case *met:
 		return "met"
 	default:
 		return "**missed**"

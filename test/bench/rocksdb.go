@@ -74,7 +74,7 @@ func (b *bench) rocksDB() []*Workload {
 	if err := requireTools("db_bench", "ldb"); err != nil {
 		w2.fail(err)
 	} else {
-		b.eachRep(w2, b.targets(), func(t target) error { return b.rocksDBOnce(t, m) })
+		b.eachRep(w2, b.keeperTargets(), func(t target) error { return b.rocksDBOnce(t, m) })
 	}
 	if w2.Error != "" {
 		w3.fail(fmt.Errorf("workload 2 did not finish"))

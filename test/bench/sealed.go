@@ -62,7 +62,7 @@ func (b *bench) sealedRocksDB() []*Workload {
 	if err := requireTools("db_bench", "ldb"); err != nil {
 		w.fail(err)
 	} else {
-		b.eachRep(w, b.targets(), func(t target) error { return b.sealedOnce(t, m) })
+		b.eachRep(w, b.keeperTargets(), func(t target) error { return b.sealedOnce(t, m) })
 	}
 	if rss := b.statefs.TakePeakRSS(); rss > 0 {
 		w.note("statefs's peak RSS (VmHWM of its servers, read before each stopped): %.0f MiB", mib(rss))

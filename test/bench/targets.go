@@ -41,10 +41,15 @@ const (
 	native   = "native"
 	loopback = "loopback"
 	statefs  = "statefs"
+	// noKeeper is statefs serving in the one process that mounts: no
+	// keeper, so no handle table shared between servers and no reply
+	// records. Workloads 2, 3, 5 and 8 run it beside statefs, which is
+	// what the keeper costs.
+	noKeeper = "statefs --keeper=false"
 )
 
 // targetNames in the order every table shows them and every repetition
-// runs them.
+// runs them; noKeeper runs after them where it runs.
 var targetNames = []string{native, loopback, statefs}
 
 // nativeTarget is a plain directory on the disk.
@@ -139,6 +144,8 @@ func (t *loopbackTarget) Close() error {
 // It keeps the highest peak RSS of its servers (daemon.PeakRSS) since the
 // last TakePeakRSS.
 type statefsTarget struct {
+	name string // statefs, or noKeeper
+	tag  string // names its work dir and its daemons' logs
 	bin  string
 	args []string // extra mount flags
 	// metricsAddr, when set, is the --metrics-addr of the daemons mounted
@@ -152,7 +159,7 @@ type statefsTarget struct {
 	peakRSS     int64
 }
 
-func (t *statefsTarget) Name() string { return statefs }
+func (t *statefsTarget) Name() string { return t.name }
 
 func (t *statefsTarget) Open() (string, error) {
 	if err := os.RemoveAll(t.store); err != nil {
@@ -176,7 +183,7 @@ func (t *statefsTarget) mountArgs() []string {
 // mount starts the daemon and waits until ready says it serves.
 func (t *statefsTarget) mount(ready func() bool) (err error) {
 	t.started++
-	log := filepath.Join(t.logs, fmt.Sprintf("statefs-%03d.log", t.started))
+	log := filepath.Join(t.logs, fmt.Sprintf("%s-%03d.log", t.tag, t.started))
 	t.d, err = startDaemon(t.bin, t.mountArgs(), t.mnt, log, ready)
 	return err
 }
