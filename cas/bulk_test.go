@@ -50,7 +50,8 @@ func TestBulkNamesChunksOnlyWhenFlushed(t *testing.T) {
 }
 
 // A Bulk that never flushes (a crash) leaves only temporary files, which
-// the next Open removes.
+// the next process removes (RemoveStaleTemps). The one this process left is
+// renamed as another process would have named it.
 func TestBulkUnflushedLeavesNothing(t *testing.T) {
 	s, dir := openStore(t)
 	b := s.Bulk()
@@ -58,8 +59,13 @@ func TestBulkUnflushedLeavesNothing(t *testing.T) {
 	if err := b.Put(cas.Sum(data), data); err != nil {
 		t.Fatal(err)
 	}
-	if len(tempFiles(t, dir)) != 1 {
+	temps := tempFiles(t, dir)
+	if len(temps) != 1 {
 		t.Fatal("want one temporary file before the reopen")
+	}
+	dead := filepath.Join(filepath.Dir(temps[0]), ".tmp-dead-"+strings.TrimPrefix(filepath.Base(temps[0]), cas.OwnTemps))
+	if err := os.Rename(temps[0], dead); err != nil {
+		t.Fatal(err)
 	}
 	s, err := cas.Open(dir)
 	if err != nil {
@@ -68,8 +74,11 @@ func TestBulkUnflushedLeavesNothing(t *testing.T) {
 	if ok, _ := s.Has(cas.Sum(data)); ok {
 		t.Fatal("an unflushed chunk has a name")
 	}
+	if err := s.RemoveStaleTemps(); err != nil {
+		t.Fatal(err)
+	}
 	if temps := tempFiles(t, dir); len(temps) > 0 {
-		t.Fatalf("Open left temporary files: %v", temps)
+		t.Fatalf("RemoveStaleTemps left temporary files: %v", temps)
 	}
 }
 

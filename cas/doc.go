@@ -62,6 +62,9 @@
 // The name therefore appears only for a complete, synced file (DESIGN invariant
 // 2), and linking (not renaming) makes exactly one of several concurrent Puts
 // of the same hash the writer. Temporary files left by a crash are removed by
-// Open, so Open must not run while another process writes to the same
-// directory.
+// RemoveStaleTemps, which keeps those of its own process: every process
+// names its temporary files with a token of its own. It must not run while
+// another process writes to the same directory. Open reads only the
+// directory's own listing, not its subdirectories, so that opening a store
+// to serve it costs the same however many chunks it holds.
 package cas

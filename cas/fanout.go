@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -20,28 +21,45 @@ type fanout struct {
 	readOnly bool
 }
 
-// openFanout creates dir and its subdirectories if needed, and removes the
-// temporary files a crash left behind.
+// openFanout creates dir and those of its subdirectories that are missing,
+// from one listing of dir, and refuses a subdirectory that is not one:
+// files are written and removed in there, never through a symlink to
+// outside it. It reads no subdirectory, so that opening costs the same
+// however many files the store holds; the temporary files a crash left in
+// them are RemoveStaleTemps's.
 func openFanout(dir, kind string) (fanout, error) {
 	if err := mkdirDurable(dir); err != nil {
 		return fanout{}, fmt.Errorf("cas: open %s: %w", dir, err)
 	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fanout{}, fmt.Errorf("cas: open %s: %w", dir, err)
+	}
+	var listed [256]bool
+	for _, e := range entries {
+		i, err := strconv.ParseUint(e.Name(), 16, 8)
+		if err != nil || e.Name() != subdir(int(i)) {
+			continue
+		}
+		if !e.IsDir() {
+			return fanout{}, fmt.Errorf("cas: open %s: %s is not a directory (%v)", dir, filepath.Join(dir, e.Name()), e.Type())
+		}
+		listed[i] = true
+	}
 	created := false
 	for i := range 256 {
-		sub := filepath.Join(dir, fmt.Sprintf("%02x", i))
+		if listed[i] {
+			continue
+		}
+		sub := filepath.Join(dir, subdir(i))
 		switch err := os.Mkdir(sub, 0o700); {
 		case err == nil:
 			created = true
-		case errors.Is(err, fs.ErrExist):
-			// Files are written and temporary files removed in here: never
-			// through a symlink to outside the directory.
+		case errors.Is(err, fs.ErrExist): // made since the listing
 			if fi, err := os.Lstat(sub); err != nil {
 				return fanout{}, fmt.Errorf("cas: open %s: %w", dir, err)
 			} else if !fi.IsDir() {
 				return fanout{}, fmt.Errorf("cas: open %s: %s is not a directory (%v)", dir, sub, fi.Mode().Type())
-			}
-			if err := removeTemps(sub); err != nil {
-				return fanout{}, fmt.Errorf("cas: open %s: %w", dir, err)
 			}
 		default:
 			return fanout{}, fmt.Errorf("cas: open %s: %w", dir, err)
@@ -89,15 +107,27 @@ func mkdirDurable(dir string) error {
 	return syncDir(filepath.Dir(dir))
 }
 
-func removeTemps(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
+// subdir is the name of fan-out subdirectory i.
+func subdir(i int) string { return fmt.Sprintf("%02x", i) }
+
+// RemoveStaleTemps removes from every subdirectory the temporary files that
+// other processes made, which a crash left behind: this process's own
+// (ownTemps) may be in the middle of a write.
+func (s *fanout) RemoveStaleTemps() error {
+	if s.readOnly {
+		return fmt.Errorf("cas: remove temporary files in %s: %w", s.dir, ErrReadOnly)
 	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tempPrefix) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
+	for i := range 256 {
+		sub := filepath.Join(s.dir, subdir(i))
+		entries, err := os.ReadDir(sub)
+		if err != nil {
+			return fmt.Errorf("cas: remove temporary files: %w", err)
+		}
+		for _, e := range entries {
+			if name := e.Name(); strings.HasPrefix(name, tempPrefix) && !strings.HasPrefix(name, ownTemps) {
+				if err := os.Remove(filepath.Join(sub, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("cas: remove temporary files: %w", err)
+				}
 			}
 		}
 	}

@@ -23,8 +23,8 @@ import (
 type Objects struct{ fanout }
 
 // OpenObjects opens the object directory dir, creating it and its fan-out
-// subdirectories if needed, and removes the temporary files a crash left
-// behind.
+// subdirectories if needed; the temporary files a crash left behind are
+// RemoveStaleTemps's.
 func OpenObjects(dir string) (*Objects, error) {
 	f, err := openFanout(dir, "object")
 	if err != nil {
@@ -76,7 +76,7 @@ func (o *Objects) Replace(h Hash, path string) error {
 		return err
 	}
 	name := o.path(h)
-	tmp := filepath.Join(filepath.Dir(name), tempPrefix+h.String())
+	tmp := filepath.Join(filepath.Dir(name), ownTemps+h.String())
 	os.Remove(tmp)
 	if err := os.Link(path, tmp); err != nil {
 		return fmt.Errorf("cas: replace object %s: %w", h, err)
@@ -261,7 +261,7 @@ func (o *Objects) Detach(h Hash, f *os.File) error {
 	} else if err != nil {
 		return fmt.Errorf("cas: detach object %s: %w", h, err)
 	}
-	dst, err := os.CreateTemp(filepath.Dir(name), tempPrefix+"*")
+	dst, err := os.CreateTemp(filepath.Dir(name), ownTemps+"*")
 	if err != nil {
 		return fmt.Errorf("cas: detach object %s: %w", h, err)
 	}

@@ -1,6 +1,8 @@
 package cas
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,6 +25,21 @@ var (
 // tempPrefix starts the name of every temporary file; no chunk name has it.
 const tempPrefix = ".tmp-"
 
+// ownTemps starts the name of every temporary file this process makes:
+// tempPrefix and a token of the process's own, so that RemoveStaleTemps
+// tells a file an earlier process left (a crash) from one this process is
+// writing, without reading a clock.
+var ownTemps = tempPrefix + processToken() + "-"
+
+// processToken is 8 random hex digits.
+func processToken() string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("cas: no randomness for temporary names: %v", err))
+	}
+	return hex.EncodeToString(b[:])
+}
+
 // Chunks holds immutable chunk files under one directory (layout and crash
 // safety are described in the package documentation). Its methods are safe
 // for concurrent use. Errors from the operating system are wrapped, so
@@ -33,8 +50,8 @@ type Chunks struct {
 }
 
 // Open opens the chunk directory dir, creating it and its fan-out
-// subdirectories if needed, and removes the temporary files a crash left
-// behind.
+// subdirectories if needed; the temporary files a crash left behind are
+// RemoveStaleTemps's.
 func Open(dir string) (*Chunks, error) {
 	f, err := openFanout(dir, "chunk")
 	if err != nil {
@@ -119,7 +136,7 @@ func writeChunk(path string, content ...[]byte) (int64, error) {
 // writeTemp writes content to a new temporary file in dir, synced if sync
 // is set, and returns its path and length; on an error it leaves no file.
 func writeTemp(dir string, sync bool, content [][]byte) (string, int64, error) {
-	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	f, err := os.CreateTemp(dir, ownTemps+"*")
 	if err != nil {
 		return "", 0, err
 	}

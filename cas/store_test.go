@@ -199,14 +199,19 @@ func TestGetDetectsWrongContent(t *testing.T) {
 	}
 }
 
-func TestOpenRemovesTempFilesKeepsChunks(t *testing.T) {
+// Open reads no fan-out subdirectory, so that a server's start costs the
+// same however many chunks the store holds: the temporary files a crash
+// left there stay until RemoveStaleTemps, which removes them and keeps the
+// chunks and this process's own temporary files, which may be mid-write.
+func TestRemoveStaleTempsKeepsChunksAndOwnTemps(t *testing.T) {
 	s, dir := openStore(t)
 	h := put(t, s, text(1000))
-	temps := []string{
+	stale := []string{
 		filepath.Join(dir, "00", ".tmp-123"),
 		filepath.Join(dir, h.String()[:2], ".tmp-torn"),
 	}
-	for _, p := range temps {
+	own := filepath.Join(dir, "ff", cas.OwnTemps+"being-written")
+	for _, p := range append(stale, own) {
 		if err := os.WriteFile(p, []byte("torn"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -215,13 +220,53 @@ func TestOpenRemovesTempFilesKeepsChunks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	for _, p := range temps {
-		if _, err := os.Stat(p); !os.IsNotExist(err) {
-			t.Errorf("temporary file %s survived Open (%v)", p, err)
+	for _, p := range stale {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("Open read the fan-out subdirectories: the temporary file %s is gone (%v)", p, err)
 		}
 	}
+	if err := s.RemoveStaleTemps(); err != nil {
+		t.Fatalf("RemoveStaleTemps: %v", err)
+	}
+	for _, p := range stale {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("temporary file %s survived RemoveStaleTemps (%v)", p, err)
+		}
+	}
+	if _, err := os.Stat(own); err != nil {
+		t.Errorf("RemoveStaleTemps removed this process's temporary file: %v", err)
+	}
 	if _, err := s.Get(h, nil); err != nil {
-		t.Fatalf("chunk lost by Open: %v", err)
+		t.Fatalf("chunk lost: %v", err)
+	}
+}
+
+// A fan-out subdirectory that is a symlink or a file is refused, not
+// written through.
+func TestOpenRefusesSubdirectoryNotADirectory(t *testing.T) {
+	for _, kind := range []string{"symlink", "file"} {
+		t.Run(kind, func(t *testing.T) {
+			_, dir := openStore(t)
+			sub := filepath.Join(dir, "ab")
+			if err := os.Remove(sub); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if kind == "symlink" {
+				err = os.Symlink(t.TempDir(), sub)
+			} else {
+				err = os.WriteFile(sub, nil, 0o600)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cas.Open(dir); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+				t.Errorf("Open of a store whose ab is a %s: %v, want \"is not a directory\"", kind, err)
+			}
+			if _, err := cas.OpenObjects(dir); err == nil {
+				t.Errorf("OpenObjects of a directory whose ab is a %s: no error", kind)
+			}
+		})
 	}
 }
 

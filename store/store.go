@@ -69,6 +69,9 @@ type Store struct {
 	// space keeps the index writable on a full disk (space.go); nil for a
 	// store opened for a check.
 	space *spaceKeeper
+	// tempsRemoved is closed once removeStaleTemps is done; nil if it never
+	// started.
+	tempsRemoved chan struct{}
 }
 
 // Open opens the store in dir, creating it (but not its parent) if it does
@@ -112,7 +115,27 @@ func OpenKeeping(dir string, inUse []uint64) (*Store, []uint64, error) {
 		return nil, nil, fmt.Errorf("recovering store %s: %w", dir, err)
 	}
 	s.keepSpace()
+	s.removeStaleTemps()
 	return s, unsealed, nil
+}
+
+// removeStaleTemps removes, in the background, the temporary files a
+// crashed process left in chunks/ and objects/: they hold nothing anything
+// refers to, and reading the 512 directories they may be in before serving
+// would make a server's start, and so a takeover, as slow as the store is
+// large. Close waits for it.
+func (s *Store) removeStaleTemps() {
+	done := make(chan struct{})
+	s.tempsRemoved = done
+	go func() {
+		defer close(done)
+		for _, dir := range []interface{ RemoveStaleTemps() error }{s.chunks, s.objects} {
+			if err := dir.RemoveStaleTemps(); err != nil {
+				slog.Warn("could not remove the temporary files a crash left; the next start tries again", "err", err)
+				return
+			}
+		}
+	}()
 }
 
 func (s *Store) open() error {
@@ -252,6 +275,9 @@ func takeLock(dir string, shared bool) (*os.File, error) {
 
 // Close closes the index and releases the lock.
 func (s *Store) Close() error {
+	if s.tempsRemoved != nil {
+		<-s.tempsRemoved
+	}
 	s.stopKeepingSpace()
 	var err error
 	if s.Index != nil {

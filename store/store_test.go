@@ -151,6 +151,30 @@ func TestOpenRefusesForeignDirectories(t *testing.T) {
 	}
 }
 
+// The temporary files a crashed process left among the chunks and the
+// objects are removed once the store is open, in the background: Close
+// waits for that.
+func TestOpenRemovesTempsACrashLeft(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, _ := open(t, dir)
+	s.Close()
+	temps := []string{filepath.Join(dir, "chunks", "00", ".tmp-dead-1"), filepath.Join(dir, "objects", "ff", ".tmp-dead-2")}
+	for _, p := range temps {
+		if err := os.WriteFile(p, []byte("torn"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ = open(t, dir)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range temps {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after an Open and Close (%v)", p, err)
+		}
+	}
+}
+
 func TestOpenRecovers(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	s, _ := open(t, dir)
