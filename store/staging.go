@@ -54,12 +54,32 @@ func (s *Store) makeStagingShards() error {
 		}
 		d.Close()
 	}
+	// One listing finds the shards there are (a server's start lists no
+	// more than it must) and the staging files of a store from before them.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var listed [stagingShards]bool
+	for _, e := range entries {
+		n, err := strconv.ParseUint(e.Name(), 16, 64)
+		if err != nil || n >= stagingShards || e.Name() != stagingShard(n) {
+			continue
+		}
+		// Staging files are created in here: never through a symlink.
+		if !e.IsDir() {
+			return fmt.Errorf("%s is not a directory", filepath.Join(dir, e.Name()))
+		}
+		listed[n] = true
+	}
 	made := false
 	for i := range stagingShards {
+		if listed[i] {
+			continue
+		}
 		shard := filepath.Join(dir, stagingShard(uint64(i)))
 		err := os.Mkdir(shard, 0o700)
-		if errors.Is(err, os.ErrExist) {
-			// Staging files are created in here: never through a symlink.
+		if errors.Is(err, os.ErrExist) { // made since the listing
 			if fi, lerr := os.Lstat(shard); lerr != nil || !fi.IsDir() {
 				return fmt.Errorf("%s is not a directory", shard)
 			}
@@ -67,10 +87,6 @@ func (s *Store) makeStagingShards() error {
 			return err
 		}
 		made = made || err == nil
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
 	}
 	for _, e := range entries {
 		id, err := strconv.ParseUint(e.Name(), 16, 64)

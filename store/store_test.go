@@ -151,6 +151,35 @@ func TestOpenRefusesForeignDirectories(t *testing.T) {
 	}
 }
 
+// A shard of the staging, chunk or object directory that is a symlink is
+// refused: files are made and removed in there, never through a symlink to
+// outside the store. Opening finds it in its parent's listing.
+func TestOpenRefusesAShardThatIsASymlink(t *testing.T) {
+	for _, shard := range []string{"staging/05", "chunks/ab", "objects/ff"} {
+		t.Run(shard, func(t *testing.T) {
+			storetest.LeaveDamaged(t, "a shard is a symlink on purpose")
+			dir := filepath.Join(t.TempDir(), "store")
+			s, _ := open(t, dir)
+			s.Close()
+			p := filepath.Join(dir, shard)
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(t.TempDir(), p); err != nil {
+				t.Fatal(err)
+			}
+			s, _, err := store.Open(dir)
+			if err == nil {
+				s.Close()
+				t.Fatalf("Open served a store whose %s is a symlink", shard)
+			}
+			if !strings.Contains(err.Error(), "is not a directory") {
+				t.Errorf("Open = %q, want \"is not a directory\"", err)
+			}
+		})
+	}
+}
+
 // The temporary files a crashed process left among the chunks and the
 // objects are removed once the store is open, in the background: Close
 // waits for that.
