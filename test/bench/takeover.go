@@ -20,6 +20,20 @@ import (
 // of serving end the mount), so every kill is taken over.
 const takeoverSpacing = 1500 * time.Millisecond
 
+// nextKill is when kill i (from 0) is due: a third of takeoverSpacing after
+// start, then takeoverSpacing apart, but never sooner than a third of it
+// after the previous takeover's first answer (zero for none), so that a
+// takeover slower than the spacing is not followed by a kill of a server
+// that has only just begun to serve, which the keeper would count towards
+// a crash loop.
+func nextKill(start time.Time, i int, lastAnswer time.Time) time.Time {
+	due := start.Add(takeoverSpacing/3 + takeoverSpacing*time.Duration(i))
+	if earliest := lastAnswer.Add(takeoverSpacing / 3); !lastAnswer.IsZero() && earliest.After(due) {
+		return earliest
+	}
+	return due
+}
+
 // takeoverHeldFile is the file a client of the takeovers keeps open and
 // reads across them, and heldContent what it holds.
 const takeoverHeldFile = "takeover-held"
@@ -132,15 +146,15 @@ func (b *bench) takeovers(w *Workload, kills int, m takeoverMetrics) error {
 	return nil
 }
 
-// killServers kills keeper's server kills times, the first a third of
-// takeoverSpacing after start and then takeoverSpacing apart, each once
-// its predecessor's successor serves, and adds to firstAnswer the ms from
-// each kill to the first stat started after it that was answered. It
+// killServers kills keeper's server kills times, when nextKill says, each
+// once its predecessor's successor serves, and adds to firstAnswer the ms
+// from each kill to the first stat started after it that was answered. It
 // returns when it killed first.
 func (b *bench) killServers(keeper, kills int, start time.Time, log *statLog, firstAnswer *Metric) (first time.Time, err error) {
 	killed := 0
+	var answered time.Time
 	for i := range kills {
-		time.Sleep(time.Until(start.Add(takeoverSpacing/3 + takeoverSpacing*time.Duration(i))))
+		time.Sleep(time.Until(nextKill(start, i, answered)))
 		server, err := serverAfter(keeper, killed)
 		if err != nil {
 			return first, err
@@ -156,6 +170,7 @@ func (b *bench) killServers(keeper, kills int, start time.Time, log *statLog, fi
 		for {
 			op, ok := log.answeredSince(at)
 			if ok {
+				answered = op.end
 				ms := op.end.Sub(at).Seconds() * 1000
 				firstAnswer.add(statefs, ms)
 				b.logf("  takeover %d/%d: first stat answered %.1f ms after SIGKILL of server %d", i+1, kills, ms, server)

@@ -110,3 +110,26 @@ func TestTakeovers(t *testing.T) {
 		t.Errorf("the keeper (pid %d) does not serve after the takeovers", keeper)
 	}
 }
+
+// The kills keep their spacing from the start, but one never follows the
+// previous takeover's first answer by less than a third of the spacing: a
+// server killed as soon as it serves counts towards the keeper's crash
+// loop, which ends the mount.
+func TestNextKill(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	third := takeoverSpacing / 3
+	for _, tc := range []struct {
+		name       string
+		i          int
+		lastAnswer time.Time
+		want       time.Time
+	}{
+		{"first", 0, time.Time{}, start.Add(third)},
+		{"on schedule", 2, start.Add(third + takeoverSpacing + 80*time.Millisecond), start.Add(third + 2*takeoverSpacing)},
+		{"after a slow takeover", 2, start.Add(third + 2*takeoverSpacing - 10*time.Millisecond), start.Add(2*third + 2*takeoverSpacing - 10*time.Millisecond)},
+	} {
+		if got := nextKill(start, tc.i, tc.lastAnswer); !got.Equal(tc.want) {
+			t.Errorf("%s: kill %d due %v after the start, want %v", tc.name, tc.i, got.Sub(start), tc.want.Sub(start))
+		}
+	}
+}
