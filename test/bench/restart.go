@@ -42,10 +42,10 @@ func (b *bench) restart() []*Workload {
 		"then, per repetition: SIGTERM and wait for exit, drop the caches, start the daemon and stat the last file created every millisecond "+
 		"until it succeeds.", s.Inodes, inodesPerDir)
 	if s.Inodes < 1_000_000 {
-		w.Setup += " The target is set at 1,000,000 inodes (--restart-inodes 1000000); the default is smaller " +
-			"because creating them through the mount takes over two minutes."
+		w.Setup += " The targets are set at 1,000,000 inodes (--restart-inodes 1000000, the default); " +
+			"this run's verdicts are at a smaller size."
 	}
-	kills := max(3, w.Reps)
+	kills := max(takeoverKills, w.Reps)
 	w.Setup += fmt.Sprintf(" Then, with statefs mounted, %d takeovers: SIGKILL of its server (the keeper's child; the keeper starts the next on the same connection), "+
 		"%.1f s apart, while one client lstats the files in random order, each once, paced to span the kills, so that each asks the server "+
 		"and not the kernel's caches, and another reads a file it keeps open every millisecond. "+

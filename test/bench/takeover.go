@@ -20,6 +20,10 @@ import (
 // of serving end the mount), so every kill is taken over.
 const takeoverSpacing = 1500 * time.Millisecond
 
+// takeoverKills is how many times workload 6 kills statefs's server at
+// least: its row is the median over the kills.
+const takeoverKills = 10
+
 // nextKill is when kill i (from 0) is due: a third of takeoverSpacing after
 // start, then takeoverSpacing apart, but never sooner than a third of it
 // after the previous takeover's first answer (zero for none), so that a
