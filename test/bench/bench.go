@@ -169,7 +169,7 @@ func (b *bench) describeTargets(dir string) (map[string]string, error) {
 		statefs: fmt.Sprintf("`statefs %s` with a fresh store per repetition (defaults otherwise: seal delay 2s, 1 sealer): "+
 			"FUSE passthrough %s per .statefs/status.json", strings.Join(b.statefs.mountArgs(), " "), onOff(st.Passthrough, "", "")),
 	}
-	if b.cfg.runs(keeperWorkloads...) {
+	if b.cfg.runs(keeperWorkloads...) && b.cfg.runsTarget(noKeeper) {
 		described[noKeeper] = fmt.Sprintf("`statefs %s` (workloads %s only): the same daemon serving in the one process that mounts, "+
 			"without the keeper that statefs runs by default and what a server does for it (the handle table it shares with later servers, "+
 			"a reply record with every mutating request); \"keeper/no keeper\" is statefs's median over this one's, and \"≤ %.0f%%\" "+
@@ -231,9 +231,11 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(b.out, "[%6.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// eachRep runs one repetition of a workload per target, interleaved:
-// native, loopback, statefs, then again. It stops at the first error.
+// eachRep runs one repetition of a workload per target that --targets
+// names, interleaved: native, loopback, statefs, then again. It stops at
+// the first error.
 func (b *bench) eachRep(w *Workload, targets []target, once func(t target) error) {
+	targets = slices.DeleteFunc(slices.Clone(targets), func(t target) bool { return !b.cfg.runsTarget(t.Name()) })
 	for rep := 1; rep <= w.Reps; rep++ {
 		for _, t := range targets {
 			b.logf("workload %d, rep %d/%d, %s", w.ID, rep, w.Reps, t.Name())

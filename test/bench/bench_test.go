@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -459,4 +460,27 @@ func lineWith(md, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// --targets picks the targets the repetitions run, statefs always among
+// them; eachRep runs those alone, in their order.
+func TestTargetsFlag(t *testing.T) {
+	for _, bad := range []string{"native,loopback", "statefs,ext4"} {
+		if _, err := parseFlags(t.TempDir(), []string{"--targets", bad}); err == nil {
+			t.Errorf("--targets %s: no error", bad)
+		}
+	}
+	cfg, err := parseFlags(t.TempDir(), []string{"--targets", "nokeeper,statefs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{cfg: cfg, out: io.Discard}
+	b.native, b.loopback = &nativeTarget{}, &loopbackTarget{}
+	b.statefs, b.noKeeper = &statefsTarget{name: statefs}, &statefsTarget{name: noKeeper}
+	var ran []string
+	w := newWorkload(2, "Live RocksDB", 2)
+	b.eachRep(w, b.keeperTargets(), func(t target) error { ran = append(ran, t.Name()); return nil })
+	if want := []string{statefs, noKeeper, statefs, noKeeper}; !slices.Equal(ran, want) {
+		t.Errorf("ran %q, want %q", ran, want)
+	}
 }

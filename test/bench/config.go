@@ -11,11 +11,14 @@ import (
 // config is one run's choices: where it works, what it writes, and the size
 // of every workload. The defaults finish in about 25 minutes on 2 cores.
 type config struct {
-	Dir         string // work dir: targets, sources, binaries, daemon logs
-	JSON        string // where the results go as JSON
-	Markdown    string // where the tables go (they are also printed)
-	Reps        int    // repetitions of each workload unless it has its own
-	Workloads   []int  // which of 1-9 to run
+	Dir       string // work dir: targets, sources, binaries, daemon logs
+	JSON      string // where the results go as JSON
+	Markdown  string // where the tables go (they are also printed)
+	Reps      int    // repetitions of each workload unless it has its own
+	Workloads []int  // which of 1-9 to run
+	// Targets are the targets the workloads' repetitions run, by their
+	// names in --targets (targetFlags); nil runs every one.
+	Targets     map[string]bool
 	StatefsArgs []string
 
 	CopyIn    copyInSize
@@ -130,6 +133,7 @@ func parseFlags(repo string, args []string) (config, error) {
 	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions per workload (median reported)")
 	only := fs.String("workloads", "1,2,3,4,5,6,7,8,9", "comma-separated workloads to run (1 and 4 run together, as do 2 and 3)")
 	statefsArgs := fs.String("statefs-args", "", "extra flags for statefs mount, space-separated (e.g. --passthrough=false)")
+	targets := fs.String("targets", "native,loopback,statefs,nokeeper", "comma-separated targets the workloads' repetitions run (statefs always; nokeeper is statefs --keeper=false, in workloads 2, 3, 5 and 8)")
 
 	fs.IntVar(&c.CopyIn.Checkpoints, "copyin-checkpoints", c.CopyIn.Checkpoints, "workload 1: checkpoints copied in")
 	fs.IntVar(&c.CopyIn.SSTs, "copyin-ssts", c.CopyIn.SSTs, "workload 1: SST files per checkpoint (all but one shared with the previous checkpoint)")
@@ -182,6 +186,9 @@ func parseFlags(repo string, args []string) (config, error) {
 	if c.Workloads, err = parseWorkloads(*only); err != nil {
 		return c, err
 	}
+	if c.Targets, err = parseTargets(*targets); err != nil {
+		return c, err
+	}
 	return c, c.check()
 }
 
@@ -190,6 +197,26 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// targetFlags names each target in --targets.
+var targetFlags = map[string]string{"native": native, "loopback": loopback, "statefs": statefs, "nokeeper": noKeeper}
+
+// parseTargets reads --targets: statefs, which every table is about, must
+// be among them.
+func parseTargets(list string) (map[string]bool, error) {
+	targets := map[string]bool{}
+	for _, f := range strings.Split(list, ",") {
+		name, ok := targetFlags[strings.TrimSpace(f)]
+		if !ok {
+			return nil, fmt.Errorf("--targets: %q is not a target (native, loopback, statefs, nokeeper)", f)
+		}
+		targets[name] = true
+	}
+	if !targets[statefs] {
+		return nil, fmt.Errorf("--targets: %q leaves out statefs, which every table compares", list)
+	}
+	return targets, nil
 }
 
 func parseWorkloads(list string) ([]int, error) {
@@ -244,6 +271,9 @@ func (c config) reps(own int) int {
 	}
 	return c.Reps
 }
+
+// runsTarget reports whether the repetitions run the target named name.
+func (c config) runsTarget(name string) bool { return c.Targets == nil || c.Targets[name] }
 
 // runs reports whether any of the workloads ids was asked for.
 func (c config) runs(ids ...int) bool {
