@@ -26,11 +26,23 @@ import (
 // requests of that minute.
 const ReplyKeep = time.Minute
 
+// ReplyPruneSlack is how much older than ReplyKeep the oldest record gets
+// before records are pruned again. Pruning walks an iterator, which costs
+// a put more than the record itself: with a record pruned as soon as it is
+// older than ReplyKeep, every put under a steady stream of requests would
+// walk one. So pruning comes in spells: once the oldest record is older
+// than ReplyKeep and ReplyPruneSlack, the puts that follow delete the
+// records older than ReplyKeep, replyPruneBatch at a time, down to the
+// first younger one, and the next spell is ReplyPruneSlack later. A record
+// is kept at least ReplyKeep still (invariant 8).
+const ReplyPruneSlack = ReplyKeep / 2
+
 // replyPruneBatch is how many records older than ReplyKeep a PutReply
-// deletes at most: more than the one it adds, so that a backlog (records
-// of a server that stopped writing for a while) drains as writes go on,
-// and few enough that no transaction grows by more than a handful of keys.
-const replyPruneBatch = 4
+// deletes at most: many more than the one it adds, so that a spell (or a
+// backlog: records of a server that stopped writing for a while) drains
+// in a small share of the puts, and few enough that no transaction grows
+// by more than a few dozen keys.
+const replyPruneBatch = 16
 
 // replyLen is the length of an encoded Reply: At and Ino.
 const replyLen = 16
@@ -57,7 +69,8 @@ func decodeReply(v []byte) (Reply, error) {
 
 // PutReply records that the kernel's request unique committed in this
 // transaction, and deletes up to replyPruneBatch of the oldest records
-// that are older than ReplyKeep at r.At.
+// that are older than ReplyKeep at r.At, in a spell of pruning
+// (ReplyPruneSlack).
 func (tx *Tx) PutReply(unique uint64, r Reply) error {
 	if err := tx.pruneReplies(r.At); err != nil {
 		return err
@@ -84,14 +97,15 @@ func (tx *Tx) Reply(unique uint64) (*Reply, error) {
 // from the first record in key order (the kernel's order) to the first
 // young one. One that does not decode answers nothing and goes too.
 //
-// It costs a put nothing while the first record is young (the DB's
-// replyOldest says when it was made), and the walk starts at the DB's
+// It costs a put nothing until the first record is older than ReplyKeep
+// and ReplyPruneSlack (the DB's replyOldest says when it was made; 0, for
+// unknown, while a spell goes on), and the walk starts at the DB's
 // replyFloor, past the records earlier transactions deleted, whose
 // tombstones the index keeps until it compacts. Both are noted when the
 // transaction commits.
 func (tx *Tx) pruneReplies(now int64) error {
 	before := now - int64(ReplyKeep)
-	if oldest := tx.db.replyOldest.Load(); oldest != 0 && before <= oldest {
+	if oldest := tx.db.replyOldest.Load(); oldest != 0 && before-int64(ReplyPruneSlack) <= oldest {
 		return nil
 	}
 	prefix := kindPrefix(prefixReply)

@@ -51,9 +51,10 @@ func TestReplyRecord(t *testing.T) {
 }
 
 // A reply record is kept for ReplyKeep after it was made, however many
-// come after it; once older, the records that come after it delete it,
-// the oldest first, a few with each, so what is kept stays bounded by the
-// requests of the last ReplyKeep.
+// come after it; once older than that and ReplyPruneSlack, the records that
+// come after it delete it, the oldest first, many with each, so what is
+// kept stays bounded by the requests of the last ReplyKeep and
+// ReplyPruneSlack, and puts walk no records between spells of pruning.
 func TestReplyRecordsKeptForReplyKeep(t *testing.T) {
 	db := openDB(t)
 	const old = 20
@@ -71,10 +72,18 @@ func TestReplyRecordsKeptForReplyKeep(t *testing.T) {
 	if got := replies(t, db, u); len(got) != int(u) {
 		t.Fatalf("%d of %d records younger than ReplyKeep kept", len(got), u)
 	}
-	// Past it: the records that come next delete the old ones, not the
+	// Past it, but within ReplyPruneSlack: no put prunes.
+	for _, at := range []int64{young + 1, young + int64(index.ReplyPruneSlack)} {
+		u++
+		update(t, db, func(tx *index.Tx) error { return tx.PutReply(u, index.Reply{At: at}) })
+	}
+	if got := replies(t, db, u); len(got) != int(u) {
+		t.Fatalf("%d of %d records kept, with none older than ReplyKeep and ReplyPruneSlack", len(got), u)
+	}
+	// Past both: the records that come next delete the old ones, not the
 	// young; each deletes more than it adds, so they are gone before as
 	// many new records come.
-	later := young + 1
+	later := young + int64(index.ReplyPruneSlack) + 1
 	for range old {
 		u++
 		update(t, db, func(tx *index.Tx) error { return tx.PutReply(u, index.Reply{At: later}) })
