@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,6 +91,9 @@ type message struct {
 	State   *handover `json:"state,omitempty"`
 	Serving bool      `json:"serving,omitempty"`
 	Failed  string    `json:"failed,omitempty"`
+	// Generation is, with Failed, the last generation the taking-over
+	// keeper started: the serving keeper's next comes after it.
+	Generation uint64 `json:"generation,omitempty"`
 }
 
 func offerOf(cfg Config) offer {
@@ -168,7 +173,7 @@ func (k *keeper) adopt(h handover, files []*os.File) error {
 		return fmt.Errorf("the hand-over names %d fds and brought %d", len(h.Names), len(files))
 	}
 	for i, f := range files {
-		unix.CloseOnExec(int(f.Fd()))
+		unix.CloseOnExec(fdOf(f))
 		switch name := h.Names[i]; name {
 		case fuseFile:
 			k.conn = &conn{mountpoint: h.Mountpoint, fuse: f, dev: h.Dev}
@@ -220,12 +225,21 @@ type takeOverRequest struct {
 
 // takeOver takes the connection over from the keeper that answers on
 // cfg.Socket (c), or says in one line why that keeper refused.
-func (k *keeper) takeOver(c *net.UnixConn) error {
+// ctx's end before the connection came gives it back: the serving keeper
+// serves on.
+func (k *keeper) takeOver(ctx context.Context, c *net.UnixConn) error {
 	o := offerOf(k.cfg)
 	if err := send(c, message{Offer: &o}, nil); err != nil {
 		return fmt.Errorf("asking the keeper on %s: %w", k.cfg.Socket, err)
 	}
+	interrupt := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
+	defer interrupt()
 	m, files, err := receive(c)
+	if err == nil && ctx.Err() != nil {
+		closeAll(files)
+		send(c, message{Failed: "the taking-over keeper was stopped before it adopted the connection"}, nil)
+		return ctx.Err()
+	}
 	if err != nil {
 		return fmt.Errorf("taking the connection over from the keeper on %s: %w", k.cfg.Socket, err)
 	}
@@ -242,9 +256,15 @@ func (k *keeper) takeOver(c *net.UnixConn) error {
 		return err
 	}
 	k.from = c
-	slog.Info("took the FUSE connection over from its keeper", "from_pid", m.State.Pid, "mountpoint", m.State.Mountpoint,
-		"generation", k.generation+1)
+	k.tookOver(*m.State)
 	return nil
+}
+
+// tookOver logs that the keeper holds the connection of h, and where it
+// continues.
+func (k *keeper) tookOver(h handover) {
+	slog.Info("took the FUSE connection over from its keeper", "from_pid", h.Pid, "mountpoint", h.Mountpoint,
+		"generation", k.generation+1, "binary", k.exe)
 }
 
 // tellPredecessor tells the keeper this one took the connection from
@@ -254,7 +274,11 @@ func (k *keeper) tellPredecessor(failed string) {
 	if k.from == nil {
 		return
 	}
-	if err := send(k.from, message{Serving: failed == "", Failed: failed}, nil); err != nil {
+	m := message{Serving: failed == "", Failed: failed}
+	if failed != "" {
+		m.Generation = k.generation
+	}
+	if err := send(k.from, m, nil); err != nil {
 		slog.Warn("could not tell the previous keeper how the take-over went", "err", err)
 	}
 	k.from.Close()
@@ -262,9 +286,10 @@ func (k *keeper) tellPredecessor(failed string) {
 }
 
 // handOver passes the connection to the keeper that asked with r, whose
-// offer fits and whose server has stopped, and returns true once that
-// keeper's first server serves. false: it failed, the keeper keeps the
-// connection, and its next server comes after the one the other started.
+// offer fits and whose server has stopped (DESIGN's "One server at a
+// time"), and returns true once that keeper's first server serves. false:
+// it failed, the keeper keeps the connection, and k.generation is then the
+// last the other keeper started, which the keeper's next server follows.
 func (k *keeper) handOver(r *takeOverRequest) bool {
 	defer r.conn.Close()
 	h, files := k.state()
@@ -274,7 +299,10 @@ func (k *keeper) handOver(r *takeOverRequest) bool {
 	}
 	m, _, err := receive(r.conn)
 	if err != nil || !m.Serving {
-		k.generation++ // the other keeper's first server may have served a little
+		// The other keeper's first server may have served a little; it
+		// is the one the other started (it runs no other until that one
+		// served), unless it says a later one.
+		k.generation = max(k.generation+1, m.Generation)
 		slog.Warn("the take-over failed; serving on", "to_pid", r.pid, "failed", m.Failed, "err", err)
 		return false
 	}
@@ -409,7 +437,7 @@ func send(c *net.UnixConn, m message, files []*os.File) error {
 	if len(files) > 0 {
 		fds := make([]int, len(files))
 		for i, f := range files {
-			fds[i] = int(f.Fd())
+			fds[i] = fdOf(f)
 		}
 		oob = unix.UnixRights(fds...)
 	}
@@ -448,6 +476,19 @@ func receive(c *net.UnixConn) (message, []*os.File, error) {
 		return m, nil, fmt.Errorf("a message that does not decode: %w", err)
 	}
 	return m, files, nil
+}
+
+// fdOf is f's fd number, f left as it is. (*os.File).Fd puts a socket in
+// blocking mode, and the listening socket's open file description is
+// shared with the listener that accepts on it, in this keeper and the
+// next: an accept(2) that blocks in the kernel is not ended by the
+// listener's Close, and would take a request meant for the next keeper.
+func fdOf(f *os.File) int {
+	fd := -1
+	if raw, err := f.SyscallConn(); err == nil {
+		raw.Control(func(u uintptr) { fd = int(u) })
+	}
+	return fd
 }
 
 func closeAll(files []*os.File) {
@@ -507,25 +548,36 @@ func answerProbe(fd string, cfg Config) error {
 // arguments, the connection's fds inherited and the handover in
 // HandoverEnvVar; it returns only if the exec failed, with the fds as they
 // were.
-func (k *keeper) reexec() error {
+//
+// A ctx done before the exec stops it: the signal that ended ctx would be
+// lost with this image, and the next would serve on.
+func (k *keeper) reexec(ctx context.Context) error {
 	h, files := k.state()
+	defer func() {
+		for _, f := range files {
+			unix.CloseOnExec(fdOf(f))
+		}
+	}()
 	for _, f := range files {
-		fd := int(f.Fd())
+		fd := fdOf(f)
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 			return err
 		}
 		h.FDs = append(h.FDs, fd)
 	}
-	defer func() {
-		for _, f := range files {
-			unix.CloseOnExec(int(f.Fd()))
-		}
-	}()
 	b, err := json.Marshal(h)
 	if err != nil {
 		return err
 	}
 	slog.Info("executing the keeper's binary again; it takes the FUSE connection over", "binary", k.exe, "generation", k.generation+1)
+	// An ignored signal stays ignored across the exec, until the new image
+	// takes SIGHUP at Run's start; one handled goes back to its default
+	// action, which would end the keeper and the mount with it.
+	signal.Ignore(syscall.SIGHUP)
+	defer signal.Notify(k.hup, syscall.SIGHUP)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return syscall.Exec(k.exe, os.Args, append(keeperEnv(), HandoverEnvVar+"="+string(b)))
 }
 

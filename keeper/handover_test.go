@@ -265,6 +265,67 @@ func TestTakeOverGivenBackWhenItsServerFails(t *testing.T) {
 	}
 }
 
+// A take-over given back leaves the serving keeper's socket as it was: the
+// next take-over, and the one after it from the keeper that took over, are
+// each answered by the keeper that serves. The socket's open file
+// description is shared by every keeper that held it: one put in blocking
+// mode leaves an accept(2) of the old keeper waiting in the kernel, which
+// takes the next request, and refuses it as a keeper that handed over.
+func TestTakeOverAfterOneGivenBack(t *testing.T) {
+	mnt, socket := t.TempDir(), filepath.Join(t.TempDir(), "keeper.sock")
+	runConfig(t, config(mnt, socket))
+	waitFor(t, 10*time.Second, "the first server to serve", func() bool { return generation(mnt) == "1" })
+	waitFor(t, 10*time.Second, "the keeper to listen", func() bool { _, err := os.Stat(socket); return err == nil })
+	var failed *keeper.ServerFailed
+	if err := keeper.Run(context.Background(), config(mnt, socket, modeVar+"="+failAll)); !errors.As(err, &failed) {
+		t.Fatalf("Run of the keeper whose server fails: %v, want a ServerFailed", err)
+	}
+	waitFor(t, 10*time.Second, "the serving keeper to serve on", func() bool { return generation(mnt) == "3" })
+	second := runConfig(t, config(mnt, socket))
+	waitFor(t, 10*time.Second, "the second keeper's server", func() bool { return generation(mnt) == "4" })
+	third := runConfig(t, config(mnt, socket))
+	for generation(mnt) != "5" {
+		select {
+		case err := <-third.done:
+			t.Fatalf("the third keeper's take-over from the second: %v", err)
+		case err := <-second.done:
+			t.Fatalf("the second keeper ended before the third took over: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// A take-over interrupted before its first server serves (its context
+// ends) is given back, not ended: the taking-over keeper stops its server,
+// tells the serving keeper, and returns nil without unmounting; the
+// serving keeper serves on, and clients see no error.
+func TestTakeOverInterruptedIsGivenBack(t *testing.T) {
+	mnt, socket := t.TempDir(), filepath.Join(t.TempDir(), "keeper.sock")
+	runConfig(t, config(mnt, socket))
+	waitFor(t, 10*time.Second, "the first server to serve", func() bool { return generation(mnt) == "1" })
+	waitFor(t, 10*time.Second, "the keeper to listen", func() bool { _, err := os.Stat(socket); return err == nil })
+	stop := reading(t, mnt)
+
+	taker := runConfig(t, config(mnt, socket, modeVar+"="+holdAll))
+	waitFor(t, 10*time.Second, "the taking-over keeper's server", func() bool {
+		pid, ok := childPID()
+		environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		return ok && bytes.Contains(environ, []byte(modeVar+"="+holdAll))
+	})
+	taker.cancel()
+	if err := taker.wait(t, 20*time.Second); err != nil {
+		t.Errorf("the interrupted keeper's Run: %v, want nil", err)
+	}
+	if !mounted(mnt) {
+		t.Fatalf("%s unmounted by an interrupted take-over", mnt)
+	}
+	waitFor(t, 10*time.Second, "the serving keeper to serve on", func() bool { return generation(mnt) == "3" })
+	failures, _ := stop()
+	if len(failures) > 0 {
+		t.Errorf("clients saw errors across the interrupted take-over: %v", failures)
+	}
+}
+
 // The socket hands out the whole mount: it is its keeper's user's alone
 // (mode 0600), and a peer of another uid is refused even where the mode
 // lets it connect.
@@ -319,22 +380,25 @@ func TestHandOverSocketIsTheKeepersUsersAlone(t *testing.T) {
 type keeperProcess struct {
 	cmd    *exec.Cmd
 	mnt    string
+	socket string
 	layout string // the file its Layout is read from
 	log    *syncBuffer
 	done   chan error
 }
 
 // startKeeperProcess starts this test binary, or bin if not "", as a
-// keeper with env, and waits until its first server serves.
+// keeper with env, and waits until its first server serves and the keeper
+// knows it (it listens on its socket once it does).
 func startKeeperProcess(t *testing.T, bin string, env ...string) *keeperProcess {
 	t.Helper()
 	testenv.RequireFUSE(t)
-	p := &keeperProcess{mnt: t.TempDir(), layout: filepath.Join(t.TempDir(), "layout"), log: &syncBuffer{}, done: make(chan error, 1)}
+	p := &keeperProcess{mnt: t.TempDir(), socket: filepath.Join(t.TempDir(), "keeper.sock"), layout: filepath.Join(t.TempDir(), "layout"),
+		log: &syncBuffer{}, done: make(chan error, 1)}
 	if err := os.WriteFile(p.layout, []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(cmp.Or(bin, os.Args[0]), "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), keeperVar+"="+p.mnt, socketVar+"="+filepath.Join(t.TempDir(), "keeper.sock"), layoutFileVar+"="+p.layout)
+	p.cmd.Env = append(os.Environ(), keeperVar+"="+p.mnt, socketVar+"="+p.socket, layoutFileVar+"="+p.layout)
 	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stderr = p.log
 	if err := p.cmd.Start(); err != nil {
@@ -348,6 +412,7 @@ func startKeeperProcess(t *testing.T, bin string, env ...string) *keeperProcess 
 		}
 	})
 	waitFor(t, 10*time.Second, "the first server to serve", func() bool { return generation(p.mnt) == "1" })
+	waitFor(t, 10*time.Second, "the keeper to listen", func() bool { _, err := os.Stat(p.socket); return err == nil })
 	return p
 }
 
@@ -388,7 +453,6 @@ func TestSIGHUPExecutesTheKeeperAgain(t *testing.T) {
 	p := startKeeperProcess(t, "")
 	before := p.server(t)
 	stop := reading(t, p.mnt)
-	time.Sleep(100 * time.Millisecond)
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -405,6 +469,31 @@ func TestSIGHUPExecutesTheKeeperAgain(t *testing.T) {
 	if !strings.Contains(p.log.String(), fmt.Sprintf("from_pid=%d", p.cmd.Process.Pid)) {
 		t.Errorf("the executed keeper does not say it took over from pid %d:\n%s", p.cmd.Process.Pid, p.log)
 	}
+	p.stop(t)
+}
+
+// SIGHUP sent again and again while the keeper executes its binary, and
+// before the new image serves, neither ends the keeper nor the mount: a
+// SIGHUP in the exec's window is ignored, one after it is the new image's.
+func TestSIGHUPDuringTheExecKeepsTheKeeper(t *testing.T) {
+	p := startKeeperProcess(t, "")
+	var done atomic.Bool
+	var hups sync.WaitGroup
+	hups.Go(func() {
+		for !done.Load() && p.cmd.Process.Signal(syscall.SIGHUP) == nil {
+		}
+	})
+	defer hups.Wait()
+	defer done.Store(true)
+	for generation(p.mnt) != "3" {
+		select {
+		case err := <-p.done:
+			t.Fatalf("the keeper ended under SIGHUPs: %v\n%s", err, p.log)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	done.Store(true)
+	hups.Wait()
 	p.stop(t)
 }
 

@@ -132,7 +132,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if unix.Geteuid() != 0 {
 		return ErrNotRoot
 	}
-	k := &keeper{cfg: cfg, files: map[string]*os.File{}, requests: make(chan *takeOverRequest)}
+	// SIGHUP is the keeper's from the start: its default action would end
+	// the process, and the mount with it, before serve takes it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	k := &keeper{cfg: cfg, files: map[string]*os.File{}, requests: make(chan *takeOverRequest), hup: hup}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -146,12 +151,15 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := k.adopt(h, files); err != nil {
 			return err
 		}
-		slog.Info("took the FUSE connection over from its keeper", "from_pid", h.Pid, "mountpoint", h.Mountpoint,
-			"generation", k.generation+1, "binary", k.exe)
+		k.tookOver(h)
 	} else if c, serving := dialKeeper(cfg.Socket); serving {
-		if err := k.takeOver(c); err != nil {
+		if err := k.takeOver(ctx, c); err != nil {
 			c.Close()
 			k.closeFiles()
+			if ctx.Err() != nil {
+				slog.Info("the take-over was interrupted before the connection came; the keeper on the socket serves on", "socket", cfg.Socket)
+				return nil
+			}
 			return err
 		}
 	} else if err := k.mount(); err != nil {
@@ -160,6 +168,11 @@ func Run(ctx context.Context, cfg Config) error {
 	defer k.closeFiles()
 	defer k.conn.close()
 	defer k.unlisten()
+	defer func() {
+		if k.from != nil { // the keeper it came from serves on
+			k.from.Close()
+		}
+	}()
 	return k.serve(ctx)
 }
 
@@ -204,6 +217,7 @@ type keeper struct {
 	listenerFile *os.File
 	listener     *net.UnixListener
 	requests     chan *takeOverRequest
+	hup          chan os.Signal // SIGHUP, from Run's start
 	// generation is the last server's (0: none yet); downSince when it
 	// stopped.
 	generation uint64
@@ -239,12 +253,10 @@ const (
 	stopped                  // the keeper stopped it for a hand-over that did not happen
 	handedOver               // the keeper handed the connection over
 	unmounted                // the keeper stopped the mount (ctx)
+	givenBack                // ctx ended a take-over before its first server served
 )
 
 func (k *keeper) serve(ctx context.Context) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	first := k.generation + 1
 	for {
 		k.generation++
@@ -257,8 +269,8 @@ func (k *keeper) serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("starting server %d: %w", k.generation, err)
 		}
-		switch end, err := k.watch(ctx, s, hup); end {
-		case unmounted:
+		switch end, err := k.watch(ctx, s); end {
+		case unmounted, givenBack:
 			return err
 		case handedOver:
 			for {
@@ -296,36 +308,44 @@ func (k *keeper) serve(ctx context.Context) error {
 
 // watch waits for server s to end, and meanwhile takes hand-over requests
 // and SIGHUP, and listens once a server serves.
-func (k *keeper) watch(ctx context.Context, s *server, hup <-chan os.Signal) (ending, error) {
+func (k *keeper) watch(ctx context.Context, s *server) (ending, error) {
 	serving := s.serving
 	for {
 		select {
 		case <-s.exited:
+			if serving != nil && isClosed(serving) {
+				k.serving() // it served before it died
+			}
 			return died, nil
 		case <-ctx.Done():
+			if k.from != nil {
+				k.giveBack(s)
+				return givenBack, nil
+			}
 			return unmounted, k.stop(s)
 		case <-serving:
 			serving = nil
-			k.served = true
-			k.tellPredecessor("")
-			k.listen()
+			k.serving()
 		case r := <-k.requests:
 			if err := k.check(r.offer); err != nil {
 				refuse(r, err)
 				continue
 			}
-			k.stopServer(s)
+			k.stopServer(s) // DESIGN's "One server at a time"
 			if k.handOver(r) {
 				return handedOver, nil
 			}
 			return stopped, nil
-		case <-hup:
+		case <-k.hup:
 			if err := k.probe(); err != nil {
 				slog.Warn("SIGHUP: not executing the keeper's binary again; serving on", "binary", k.exe, "why", err)
 				continue
 			}
+			if ctx.Err() != nil { // while it probed
+				return unmounted, k.stop(s)
+			}
 			k.stopServer(s)
-			err := k.reexec()
+			err := k.reexec(ctx)
 			slog.Error("executing the keeper's binary again failed; the next server is this keeper's own", "binary", k.exe, "err", err)
 			return stopped, nil
 		}
@@ -344,6 +364,25 @@ func (k *keeper) stopServer(s *server) {
 		<-s.exited
 	}
 	k.downSince = time.Now()
+}
+
+// serving is what follows a server's first word that it serves: the
+// take-over, if any, is complete, and the keeper listens. A take-over's
+// first server that served and died is one that served, so that while
+// k.from is set the keeper runs that one server only.
+func (k *keeper) serving() {
+	k.served = true
+	k.tellPredecessor("")
+	k.listen()
+}
+
+// giveBack ends a take-over that ctx interrupted before its first server
+// s served: s stops as for a hand-over (DESIGN's one server at a time), and
+// the keeper it came from, told, serves on. The mount stays.
+func (k *keeper) giveBack(s *server) {
+	k.stopServer(s)
+	k.tellPredecessor("the taking-over keeper was stopped before its first server served")
+	slog.Info("the take-over was interrupted before its first server served; the keeper it came from serves on", "mountpoint", k.conn.mountpoint)
 }
 
 // unlisten stops taking hand-over requests and removes the socket, the

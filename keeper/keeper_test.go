@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,12 +41,14 @@ func TestMain(m *testing.M) {
 }
 
 // modeVar tells a server how to fail: failFirst makes the first exit
-// before it serves, failLater every one after the first, failAll every one.
+// before it serves, failLater every one after the first, failAll every one;
+// holdAll makes every one wait for SIGTERM without serving, and exit 0.
 const (
 	modeVar   = "KEEPER_TEST_SERVER"
 	failFirst = "fail-first"
 	failLater = "fail-later"
 	failAll   = "fail-all"
+	holdAll   = "hold-all"
 )
 
 func serve(s *keeper.Session) int {
@@ -55,6 +58,11 @@ func serve(s *keeper.Session) int {
 		return 2
 	case mode == failLater && s.Generation() > 1:
 		return 3
+	case mode == holdAll:
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		<-term
+		return 0
 	}
 	srv, err := s.NewServer(&fileFS{RawFileSystem: fuse.NewDefaultRawFileSystem(), generation: s.Generation(), files: files(s)}, options())
 	if err != nil {
