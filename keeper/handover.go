@@ -10,12 +10,8 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/exec"
-	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,14 +36,6 @@ import (
 // messages on the socket, the handover state and the recorded INIT. A
 // keeper hands over only to one of the same version.
 const handoverVersion = 1
-
-// Environment variables of a keeper's own: HandoverEnvVar carries the
-// handover to the binary a keeper executes again; probeEnvVar asks that
-// binary, run first as a child, to write its offer to the fd it names.
-const (
-	HandoverEnvVar = "STATEFS_KEEPER_HANDOVER"
-	probeEnvVar    = "STATEFS_KEEPER_PROBE"
-)
 
 // The names of the fds a keeper holds besides Config.Files.
 const (
@@ -228,6 +216,15 @@ type takeOverRequest struct {
 // ctx's end before the connection came gives it back: the serving keeper
 // serves on.
 func (k *keeper) takeOver(ctx context.Context, c *net.UnixConn) error {
+	// The connection is taken from a keeper of this user only: whatever
+	// answers on the socket would serve the mount.
+	cred, err := peer(c)
+	if err != nil {
+		return fmt.Errorf("asking the keeper on %s: %w", k.cfg.Socket, err)
+	}
+	if int(cred.Uid) != os.Geteuid() {
+		return fmt.Errorf("what answers on %s is a process of uid %d, not a keeper of this user", k.cfg.Socket, cred.Uid)
+	}
 	o := offerOf(k.cfg)
 	if err := send(c, message{Offer: &o}, nil); err != nil {
 		return fmt.Errorf("asking the keeper on %s: %w", k.cfg.Socket, err)
@@ -249,6 +246,11 @@ func (k *keeper) takeOver(ctx context.Context, c *net.UnixConn) error {
 	if m.State == nil {
 		closeAll(files)
 		return fmt.Errorf("the keeper on %s answered neither a refusal nor its connection", k.cfg.Socket)
+	}
+	if dev, err := deviceOf(k.cfg.Mountpoint); err != nil || dev != m.State.Dev {
+		closeAll(files)
+		send(c, message{Failed: "the connection is not the mount on " + k.cfg.Mountpoint}, nil)
+		return fmt.Errorf("the keeper on %s handed over a connection that is not the mount on %s", k.cfg.Socket, k.cfg.Mountpoint)
 	}
 	if err := k.adopt(*m.State, files); err != nil {
 		closeAll(files)
@@ -368,7 +370,11 @@ func (k *keeper) accept(l *net.UnixListener) {
 			c.SetReadDeadline(time.Time{})
 			cred, credErr := peer(c)
 			if credErr != nil || int(cred.Uid) != os.Geteuid() {
-				slog.Warn("refused a hand-over request from another user", "uid", cred.Uid, "pid", cred.Pid, "err", credErr)
+				if credErr == nil {
+					slog.Warn("refused a hand-over request from another user", "uid", cred.Uid, "pid", cred.Pid)
+				} else {
+					slog.Warn("refused a hand-over request whose user is unknown", "err", credErr)
+				}
 				send(c, message{Refused: "the keeper hands over only to its own user"}, nil)
 				c.Close()
 				return
@@ -407,22 +413,20 @@ func answers(socket string) bool {
 	return ok
 }
 
+// peer is the credentials of c's other end.
 func peer(c *net.UnixConn) (*unix.Ucred, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return &unix.Ucred{}, err
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return &unix.Ucred{}, err
+		return nil, err
 	}
-	if credErr != nil {
-		return &unix.Ucred{}, credErr
-	}
-	return cred, nil
+	return cred, credErr
 }
 
 // maxFiles bounds the fds one message carries.
@@ -495,115 +499,4 @@ func closeAll(files []*os.File) {
 	for _, f := range files {
 		f.Close()
 	}
-}
-
-// probeTimeout bounds how long the binary SIGHUP executes may take to say
-// what it would serve with.
-const probeTimeout = 30 * time.Second
-
-// probe runs the keeper's binary (which may have been replaced) with the
-// keeper's arguments as a child that only offers, and checks the offer:
-// the keeper executes the binary in its own place only if it fits.
-func (k *keeper) probe() error {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	cmd := exec.Command(k.exe, os.Args[1:]...)
-	cmd.Env = append(keeperEnv(), probeEnvVar+"=3")
-	cmd.ExtraFiles = []*os.File{w}
-	cmd.Stderr = os.Stderr
-	err = cmd.Start()
-	w.Close()
-	if err != nil {
-		return fmt.Errorf("running %s: %w", k.exe, err)
-	}
-	timer := time.AfterFunc(probeTimeout, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	b, _ := io.ReadAll(r)
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("%s with this keeper's arguments did not say what it would serve with: %w", k.exe, err)
-	}
-	var o offer
-	if err := json.Unmarshal(b, &o); err != nil {
-		return fmt.Errorf("%s does not speak the keeper's hand-over (it said %q)", k.exe, b)
-	}
-	return k.check(o)
-}
-
-// answerProbe writes cfg's offer to the fd named in probeEnvVar: this
-// process is a probe of a keeper about to execute its binary again.
-func answerProbe(fd string, cfg Config) error {
-	n, err := strconv.Atoi(fd)
-	if err != nil {
-		return fmt.Errorf("%s=%q is not an fd", probeEnvVar, fd)
-	}
-	f := os.NewFile(uintptr(n), "probe")
-	defer f.Close()
-	return json.NewEncoder(f).Encode(offerOf(cfg))
-}
-
-// reexec executes the keeper's binary in this process with the same
-// arguments, the connection's fds inherited and the handover in
-// HandoverEnvVar; it returns only if the exec failed, with the fds as they
-// were.
-//
-// A ctx done before the exec stops it: the signal that ended ctx would be
-// lost with this image, and the next would serve on.
-func (k *keeper) reexec(ctx context.Context) error {
-	h, files := k.state()
-	defer func() {
-		for _, f := range files {
-			unix.CloseOnExec(fdOf(f))
-		}
-	}()
-	for _, f := range files {
-		fd := fdOf(f)
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
-			return err
-		}
-		h.FDs = append(h.FDs, fd)
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return err
-	}
-	slog.Info("executing the keeper's binary again; it takes the FUSE connection over", "binary", k.exe, "generation", k.generation+1)
-	// An ignored signal stays ignored across the exec, until the new image
-	// takes SIGHUP at Run's start; one handled goes back to its default
-	// action, which would end the keeper and the mount with it.
-	signal.Ignore(syscall.SIGHUP)
-	defer signal.Notify(k.hup, syscall.SIGHUP)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return syscall.Exec(k.exe, os.Args, append(keeperEnv(), HandoverEnvVar+"="+string(b)))
-}
-
-// reexecuted is the handover this process was executed with by its
-// keeper (ok false: none). The variable is removed, so that nothing this
-// process starts sees it.
-func reexecuted() (h handover, files []*os.File, ok bool, err error) {
-	v, ok := os.LookupEnv(HandoverEnvVar)
-	if !ok {
-		return h, nil, false, nil
-	}
-	os.Unsetenv(HandoverEnvVar)
-	if err := json.Unmarshal([]byte(v), &h); err != nil || len(h.FDs) != len(h.Names) {
-		return h, nil, true, fmt.Errorf("%s=%q is not what a keeper sets", HandoverEnvVar, v)
-	}
-	for i, fd := range h.FDs {
-		files = append(files, os.NewFile(uintptr(fd), h.Names[i]))
-	}
-	return h, files, true, nil
-}
-
-// keeperEnv is the keeper's environment less the variables that are the
-// keeper's to set.
-func keeperEnv() []string {
-	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		name, _, _ := strings.Cut(kv, "=")
-		return name == EnvVar || name == HandoverEnvVar || name == probeEnvVar
-	})
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -273,7 +274,7 @@ func TestTakeOverGivenBackWhenItsServerFails(t *testing.T) {
 // takes the next request, and refuses it as a keeper that handed over.
 func TestTakeOverAfterOneGivenBack(t *testing.T) {
 	mnt, socket := t.TempDir(), filepath.Join(t.TempDir(), "keeper.sock")
-	runConfig(t, config(mnt, socket))
+	first := runConfig(t, config(mnt, socket))
 	waitFor(t, 10*time.Second, "the first server to serve", func() bool { return generation(mnt) == "1" })
 	waitFor(t, 10*time.Second, "the keeper to listen", func() bool { _, err := os.Stat(socket); return err == nil })
 	var failed *keeper.ServerFailed
@@ -283,6 +284,12 @@ func TestTakeOverAfterOneGivenBack(t *testing.T) {
 	waitFor(t, 10*time.Second, "the serving keeper to serve on", func() bool { return generation(mnt) == "3" })
 	second := runConfig(t, config(mnt, socket))
 	waitFor(t, 10*time.Second, "the second keeper's server", func() bool { return generation(mnt) == "4" })
+	// The first keeper's Run returns once it handed over, and its
+	// listener is closed: the third keeper's request is not for it.
+	first.cancel()
+	if err := first.wait(t, 20*time.Second); err != nil {
+		t.Fatalf("the first keeper's Run: %v", err)
+	}
 	third := runConfig(t, config(mnt, socket))
 	for generation(mnt) != "5" {
 		select {
@@ -485,16 +492,30 @@ func TestSIGHUPDuringTheExecKeepsTheKeeper(t *testing.T) {
 	})
 	defer hups.Wait()
 	defer done.Store(true)
-	for generation(p.mnt) != "3" {
+	deadline := time.After(20 * time.Second)
+	for g, _ := strconv.Atoi(generation(p.mnt)); g < 3; g, _ = strconv.Atoi(generation(p.mnt)) {
 		select {
 		case err := <-p.done:
 			t.Fatalf("the keeper ended under SIGHUPs: %v\n%s", err, p.log)
+		case <-deadline:
+			t.Fatalf("no server of generation 3 within 20s of SIGHUPs\n%s", p.log)
 		case <-time.After(time.Millisecond):
 		}
 	}
 	done.Store(true)
 	hups.Wait()
-	p.stop(t)
+	// A SIGTERM that comes in an exec's own window would end the keeper
+	// (DESIGN says so): this keeper is ended by the test's cleanup.
+	waitFor(t, 20*time.Second, "the keeper to serve after its last exec", func() bool {
+		log := p.log.String()
+		return strings.Count(log, "executing the keeper's binary again;") == strings.Count(log, "took the FUSE connection over") &&
+			generation(p.mnt) != ""
+	})
+	select {
+	case err := <-p.done:
+		t.Fatalf("the keeper ended under SIGHUPs: %v\n%s", err, p.log)
+	default:
+	}
 }
 
 // SIGHUP when the binary would not fit (here: its servers' layout is

@@ -22,7 +22,7 @@
 //
 // A keeper hands its connection to another keeper, a new binary, without
 // a gap: to a `statefs mount` that asks on the keeper's socket, or to its
-// own binary, executed again in its place on SIGHUP (handover.go).
+// own binary, executed again in its place on SIGHUP (handover.go, reexec.go).
 //
 // The keeper knows nothing of what the servers serve: it imports go-fuse's
 // fuse package for the mount options and nothing of statefs's but the crash

@@ -18,14 +18,20 @@ import (
 
 // previousBinary is statefs built from the commit before HEAD, the binary
 // the tests of an upgrade start from, built from git once per test binary
-// into the directory TestMain removes. Its sources go to the same
+// into the directory TestMain removes. The binary under test is the
+// working tree's: in a tree with changes not committed, the upgrade is
+// from HEAD~1 to those. A shallow clone is deepened by one commit first. Its sources go to the same
 // directory every time (one build at a time holds a lock on it), so that
 // go's build cache, which keys a package by its directory, serves every
 // package the two commits share.
 var previousBinary = sync.OnceValues(func() (string, error) {
-	rev, err := exec.Command("git", "-C", "..", "rev-parse", "HEAD~1").Output()
+	rev, err := exec.Command("git", "-C", "..", "rev-parse", "--verify", "--quiet", "HEAD~1").Output()
 	if err != nil {
-		return "", fmt.Errorf("git rev-parse HEAD~1 (the upgrade tests need the repository's history): %w", err)
+		exec.Command("git", "-C", "..", "fetch", "--quiet", "--deepen=1").Run()
+		rev, err = exec.Command("git", "-C", "..", "rev-parse", "--verify", "--quiet", "HEAD~1").Output()
+	}
+	if err != nil {
+		return "", fmt.Errorf("the repository has no commit before HEAD, even after git fetch --deepen=1 (a shallow clone without its remote?): the upgrade tests build statefs of HEAD~1")
 	}
 	src := filepath.Join(os.TempDir(), "statefs-test-previous")
 	lock, err := os.OpenFile(src+".lock", os.O_CREATE|os.O_RDWR, 0o644)
