@@ -171,8 +171,32 @@ func requireExecutable(t *testing.T, pid int, path, what string) {
 // the file kept open for writing takes fsync'd appends before and after,
 // the server runs the new binary, and the store is clean at the end
 // (fsck --verify).
+//
+// The commit that changes the hand-over version or the connection layout
+// upgrades from none: there the old keeper refuses both ways in one line,
+// and serves on.
 func TestUpgradeFromThePreviousCommit(t *testing.T) {
 	old := previous(t)
+	if changed := versionsChanged(t); changed != "" {
+		t.Logf("%s since the previous commit: an upgrade from it is refused", changed)
+		m := startMount(&Mount{t: t, Binary: old, Store: filepath.Join(t.TempDir(), "store")})
+		r := runCLI(t, 30*time.Second, "mount", "--store", m.Store, m.Dir)
+		requireOneLineError(t, r, "refused the take-over")
+		exe := filepath.Join(t.TempDir(), "statefs")
+		copyExecutable(t, old, exe)
+		h := startMount(&Mount{t: t, Binary: exe, Store: filepath.Join(t.TempDir(), "store")})
+		copyExecutable(t, binary, exe+".new")
+		if err := os.Rename(exe+".new", exe); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitLogLine(t, h, 20*time.Second, "SIGHUP: not executing the keeper's binary again; serving on")
+		writeSynced(t, h.Path("after"), []byte("served on"))
+		writeSynced(t, m.Path("after"), []byte("served on"))
+		return
+	}
 
 	t.Run("take-over", func(t *testing.T) {
 		m := startMount(&Mount{t: t, Binary: old, Store: filepath.Join(t.TempDir(), "store")})
@@ -218,6 +242,28 @@ func TestUpgradeFromThePreviousCommit(t *testing.T) {
 		requireExecutable(t, m.ServerPID(), exe, "the server after SIGHUP")
 		load.check(t, m)
 	})
+}
+
+// versionsChanged names what of keeper's hand-over version and fs's
+// connection layout differs between the previous commit and this tree, ""
+// if neither does.
+func versionsChanged(t *testing.T) string {
+	t.Helper()
+	var changed []string
+	for _, v := range []struct{ decl, dir string }{{"const handoverVersion =", "keeper"}, {"const ConnectionLayout =", "fs"}} {
+		was, err := exec.Command("git", "-C", "..", "grep", "-h", "-F", "-e", v.decl, "HEAD~1", "--", v.dir).Output()
+		if err != nil {
+			t.Fatalf("git grep %q in HEAD~1: %v", v.decl, err)
+		}
+		is, err := exec.Command("git", "-C", "..", "grep", "-h", "-F", "-e", v.decl, "--", v.dir).Output()
+		if err != nil {
+			t.Fatalf("git grep %q: %v", v.decl, err)
+		}
+		if string(was) != string(is) {
+			changed = append(changed, strings.TrimSpace(string(is)))
+		}
+	}
+	return strings.Join(changed, ", ")
 }
 
 // copyExecutable copies the executable from to a new file to.
