@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -107,12 +107,40 @@ func (k *keeper) reexec(ctx context.Context) error {
 	// An ignored signal stays ignored across the exec, until the new image
 	// takes SIGHUP at Run's start; one handled goes back to its default
 	// action, which would end the keeper and the mount with it.
-	signal.Ignore(syscall.SIGHUP)
-	defer signal.Notify(k.hup, syscall.SIGHUP)
+	restore, err := ignoreInKernel(syscall.SIGHUP)
+	if err != nil {
+		return err
+	}
+	defer restore()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return syscall.Exec(k.exe, os.Args, append(keeperEnv(), HandoverEnvVar+"="+string(b)))
+}
+
+// kernelSigaction is the kernel's struct sigaction on linux/amd64 and
+// linux/arm64, the layout Go's runtime uses there too.
+type kernelSigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+// ignoreInKernel makes sig ignored by the kernel alone, and restore puts
+// back what it was. signal.Ignore would do it too, but it also stops the
+// delivery of sig to Go's channels before it marks it ignored, and Go's
+// handler of a sig caught in between ends the process (its default
+// action); here Go's handler, until the kernel's change, still delivers.
+func ignoreInKernel(sig syscall.Signal) (restore func(), err error) {
+	ignore, old := kernelSigaction{handler: 1}, kernelSigaction{} // 1: SIG_IGN
+	if _, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&ignore)),
+		uintptr(unsafe.Pointer(&old)), unsafe.Sizeof(old.mask), 0, 0); errno != 0 {
+		return nil, fmt.Errorf("ignoring %v: %w", sig, errno)
+	}
+	return func() {
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&old)), 0, unsafe.Sizeof(old.mask), 0, 0)
+	}, nil
 }
 
 // reexecuted is the handover this process was executed with by its
