@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"log/slog"
 	"reflect"
 	"sync"
 	"unsafe"
@@ -23,16 +24,16 @@ import (
 // the copy on the fast path.
 //
 // go-fuse keeps the pool in an unexported field (fuse.Server.readPool); if
-// that field is gone or changed, nothing is done.
-func touchReadBuffers(srv *fuse.Server) {
+// that field is gone or changed, nothing is done and it returns false.
+func touchReadBuffers(srv *fuse.Server) bool {
 	f := reflect.ValueOf(srv).Elem().FieldByName("readPool")
 	if !f.IsValid() || f.Type() != reflect.TypeOf(sync.Pool{}) {
-		return
+		return false
 	}
 	pool := (*sync.Pool)(unsafe.Pointer(f.UnsafeAddr()))
 	made := pool.New
 	if made == nil {
-		return
+		return false
 	}
 	pool.New = func() any {
 		v := made()
@@ -45,5 +46,14 @@ func touchReadBuffers(srv *fuse.Server) {
 			}
 		}
 		return v
+	}
+	return true
+}
+
+// touchReadBuffersOrWarn is touchReadBuffers, which says when go-fuse
+// changed under it.
+func touchReadBuffersOrWarn(srv *fuse.Server) {
+	if !touchReadBuffers(srv) {
+		slog.Warn("go-fuse's read buffers are not written before use (its fuse.Server changed): a request read as the server is killed may fail with EIO instead of being sent again")
 	}
 }

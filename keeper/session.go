@@ -94,7 +94,7 @@ func (s *Session) NewServer(fs fuse.RawFileSystem, opts *fuse.MountOptions) (*fu
 		if err != nil {
 			return nil, err
 		}
-		touchReadBuffers(srv)
+		touchReadBuffersOrWarn(srv)
 		in := srv.KernelSettings()
 		if _, err := s.init.WriteAt(unsafe.Slice((*byte)(unsafe.Pointer(in)), initSize), 0); err != nil {
 			return nil, fmt.Errorf("recording the kernel's INIT: %w", err)
@@ -121,7 +121,7 @@ func (s *Session) NewServer(fs fuse.RawFileSystem, opts *fuse.MountOptions) (*fu
 		unix.Close(pair[0])
 		return nil, err
 	}
-	touchReadBuffers(srv)
+	touchReadBuffersOrWarn(srv)
 	// go-fuse holds pair[0] now; nothing reads it before Serve.
 	if err := unix.Dup3(int(s.fuse.Fd()), pair[0], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("taking over the connection: %w", err)
