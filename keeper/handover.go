@@ -97,7 +97,7 @@ func (k *keeper) check(o offer) error {
 	case o.Layout != k.cfg.Layout:
 		return fmt.Errorf("the new binary's servers keep the connection's state in layout %q, this keeper's in %q", o.Layout, k.cfg.Layout)
 	case o.Mountpoint != k.conn.mountpoint:
-		return fmt.Errorf("this keeper serves %s, not %s", k.conn.mountpoint, o.Mountpoint)
+		return fmt.Errorf("the store is in use: this keeper serves it on %s, not %s", k.conn.mountpoint, o.Mountpoint)
 	case !k.served:
 		return errors.New("no server has served the connection yet")
 	case k.from != nil:

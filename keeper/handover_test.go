@@ -225,7 +225,7 @@ func TestTakeOverRefused(t *testing.T) {
 		want   string
 	}{
 		{"another mountpoint", func(c *keeper.Config) { c.Mountpoint = "/elsewhere" },
-			"this keeper serves " + mnt + ", not /elsewhere"},
+			"the store is in use: this keeper serves it on " + mnt + ", not /elsewhere"},
 		{"another layout", func(c *keeper.Config) { c.Layout = "2" },
 			`the new binary's servers keep the connection's state in layout "2", this keeper's in "1"`},
 		{"options that shape the connection", func(c *keeper.Config) { c.Options.AllowOther, c.Options.MaxWrite = true, 1<<17 },
