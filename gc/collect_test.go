@@ -388,6 +388,10 @@ func TestCollectExecutionChecksEachNameAgain(t *testing.T) {
 		t.Fatalf("planned %s, want all of job A", collected(planned))
 	}
 	late := chkA3 + "/db/000001.sst"
+	// The kernel stamps a staging file's write from its coarse clock, up
+	// to a tick (10 ms at HZ=100) behind the verdict's: write a tick later,
+	// so that the write reads as after the verdict.
+	time.Sleep(15 * time.Millisecond)
 	f.write(flinkid.Expand(late), []byte("written after the plan"), false)
 	r, err := col.Execute(context.Background(), plan)
 	if err != nil {
